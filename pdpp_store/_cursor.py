@@ -1,0 +1,240 @@
+"""Signed, digest-bound cursors (§4): mint and open, with key rotation; no I/O.
+
+A cursor names a position in one field of one record, read under one grant, as the field was
+when the cursor was minted. Token layout (bytes, then base64url without padding):
+
+    version   1 byte     VERSION (1)
+    key id    1 byte     which `CursorKey` signed it (0..255)
+    digest    16 bytes   first 16 bytes of the field's SHA-256 digest when minted
+    offset    varint     unsigned LEB128, minimal, at most 9 bytes (< 2**63)
+    limit     varint     unsigned LEB128, minimal, 1..16384
+    mac       16 bytes   HMAC-SHA256(secret, version | key id | binding | digest | varints)[:16]
+
+A token is 36 to 46 bytes, so 48 to 62 characters; a cursor for offset 4096, limit 4096 is 38
+bytes, 51 characters (measured in the tests).
+
+Rules:
+1. The binding (`cursor_binding`: grant fingerprint, connection, stream, record id, field) is
+   MACed but not carried: the reader supplies it from the request, so a cursor used for another
+   record, field or grant fails the MAC and is `invalid_cursor`, like any forgery.
+2. The digest prefix is carried and MACed, so `CursorState.matches` tells a stale cursor
+   (field changed since: `stale_cursor`, decided by the store) from a forged one.
+3. `CursorCodec.open` accepts exactly the tokens `mint` produces: any other input (wrong type,
+   non-canonical base64url, unknown version or key, truncation, trailing bytes, non-minimal
+   varints, bad MAC, limit out of range) is `BadRequest("invalid_cursor", param="cursor")`,
+   never another exception.
+4. Rotation: `mint` signs with the active key; `open` tries every key (active, then previous)
+   whose id matches the token's.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ._errors import BadRequest
+from ._window import MAX_LIMIT_CHARS
+
+__all__ = [
+    "MAX_CURSOR_OFFSET",
+    "VERSION",
+    "CursorCodec",
+    "CursorKey",
+    "CursorState",
+    "cursor_binding",
+]
+
+VERSION = 1
+MAX_CURSOR_OFFSET = 2**63 - 1
+_PREFIX_BYTES = 16
+_MAC_BYTES = 16
+_OFFSET_MAX_BYTES = 9
+_LIMIT_MAX_BYTES = 3
+_MAX_TOKEN_CHARS = 64
+_TOKEN_ALPHABET = re.compile(r"[A-Za-z0-9_-]+")
+_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+_BINDING_DOMAIN = b"pdpp-store/cursor-binding/v1"
+
+
+def _digest_prefix(digest: str) -> bytes | None:
+    match = _DIGEST.fullmatch(digest) if isinstance(digest, str) else None
+    return bytes.fromhex(match.group(1))[:_PREFIX_BYTES] if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class CursorKey:
+    """One signing key: `key_id` 0..255 is written into each token it signs."""
+
+    key_id: int
+    secret: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key_id, int) or isinstance(self.key_id, bool):
+            raise TypeError("key_id must be an int")
+        if not 0 <= self.key_id <= 255:
+            raise ValueError("key_id must be between 0 and 255")
+        if not isinstance(self.secret, bytes) or len(self.secret) < 16:
+            raise ValueError("secret must be at least 16 bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class CursorState:
+    """What an authentic cursor says: the field's digest prefix, an offset and a limit."""
+
+    digest_prefix: bytes
+    offset_chars: int
+    limit_chars: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.digest_prefix, bytes) or len(self.digest_prefix) != _PREFIX_BYTES:
+            raise ValueError(f"digest_prefix must be {_PREFIX_BYTES} bytes")
+        if not 0 <= self.offset_chars <= MAX_CURSOR_OFFSET:
+            raise ValueError("offset_chars out of range")
+        if not 1 <= self.limit_chars <= MAX_LIMIT_CHARS:
+            raise ValueError("limit_chars out of range")
+
+    def matches(self, digest: str) -> bool:
+        """Whether `digest` (`sha256:<64 hex>`) is the digest the cursor was minted for."""
+        prefix = _digest_prefix(digest)
+        return prefix is not None and hmac.compare_digest(prefix, self.digest_prefix)
+
+
+def cursor_binding(
+    grant_fingerprint: bytes, connection_id: str, stream: str, record_id: str, field: str
+) -> bytes:
+    """The 16-byte binding of a cursor to a grant, a record and a field.
+
+    Each part is length-prefixed (8 bytes, big-endian), so no two different tuples of parts
+    encode alike (e.g. `("ab", "c")` and `("a", "bc")`).
+    """
+    hasher = hashlib.sha256(_BINDING_DOMAIN)
+    parts = [grant_fingerprint] + [
+        text.encode("utf-8", "surrogatepass") for text in (connection_id, stream, record_id, field)
+    ]
+    for part in parts:
+        hasher.update(len(part).to_bytes(8, "big"))
+        hasher.update(part)
+    return hasher.digest()[:16]
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _read_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+    """Read a minimal LEB128 varint at `pos`; return it and the position after it."""
+    value = 0
+    for index in range(max_bytes):
+        if pos + index >= len(data):
+            raise _invalid("is truncated")
+        byte = data[pos + index]
+        value |= (byte & 0x7F) << (7 * index)
+        if not byte & 0x80:
+            if byte == 0 and index > 0:
+                raise _invalid("is not canonical")
+            return value, pos + index + 1
+    raise _invalid("has an over-long number")
+
+
+def _invalid(why: str) -> BadRequest:
+    return BadRequest("invalid_cursor", f"cursor {why}", param="cursor")
+
+
+def _b64encode(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _b64decode_strict(token: str) -> bytes:
+    if len(token) > _MAX_TOKEN_CHARS or len(token) % 4 == 1:
+        raise _invalid("has the wrong length")
+    if not _TOKEN_ALPHABET.fullmatch(token):
+        raise _invalid("is not base64url")
+    try:
+        data = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except (binascii.Error, ValueError):
+        raise _invalid("is not base64url") from None
+    if _b64encode(data) != token:  # unused low bits set: another spelling of the same bytes
+        raise _invalid("is not canonical")
+    return data
+
+
+def _check_binding(binding: bytes) -> None:
+    if not isinstance(binding, bytes) or len(binding) != 16:
+        raise ValueError("binding must be the 16 bytes of cursor_binding()")
+
+
+class CursorCodec:
+    """Mints cursors with the active key and opens cursors signed by any known key."""
+
+    __slots__ = ("_active", "_previous")
+
+    def __init__(self, active: CursorKey, previous: Sequence[CursorKey] = ()) -> None:
+        if not isinstance(active, CursorKey) or not all(
+            isinstance(key, CursorKey) for key in previous
+        ):
+            raise TypeError("keys must be CursorKey values")
+        self._active = active
+        self._previous = tuple(previous)
+
+    @property
+    def active(self) -> CursorKey:
+        return self._active
+
+    @property
+    def previous(self) -> tuple[CursorKey, ...]:
+        return self._previous
+
+    def mint(self, binding: bytes, digest: str, offset_chars: int, limit_chars: int) -> str:
+        """A cursor for `offset_chars`/`limit_chars` in the field of `digest`, under `binding`."""
+        _check_binding(binding)
+        prefix = _digest_prefix(digest)
+        if prefix is None:
+            raise ValueError("digest must be 'sha256:' and 64 lowercase hex digits")
+        state = CursorState(prefix, offset_chars, limit_chars)  # validates the numbers
+        header = bytes((VERSION, self._active.key_id))
+        body = state.digest_prefix + _varint(state.offset_chars) + _varint(state.limit_chars)
+        return _b64encode(header + body + _mac(self._active, header, binding, body))
+
+    def open(self, token: object, binding: bytes) -> CursorState:
+        """Verify `token` under `binding` and return what it says, or raise `invalid_cursor`.
+
+        Whether the field has changed since (`CursorState.matches`) is the caller's question.
+        """
+        _check_binding(binding)
+        if not isinstance(token, str) or not token:
+            raise _invalid("must be a non-empty string")
+        data = _b64decode_strict(token)
+        if len(data) < 2 + _PREFIX_BYTES:
+            raise _invalid("is truncated")
+        if data[0] != VERSION:
+            raise _invalid("has an unknown version")
+        keys = [key for key in (self._active, *self._previous) if key.key_id == data[1]]
+        if not keys:
+            raise _invalid("was signed by an unknown key")
+        pos = 2 + _PREFIX_BYTES
+        offset, pos = _read_varint(data, pos, _OFFSET_MAX_BYTES)
+        limit, pos = _read_varint(data, pos, _LIMIT_MAX_BYTES)
+        if len(data) != pos + _MAC_BYTES:
+            raise _invalid("has the wrong length")
+        header, body, mac = data[:2], data[2:pos], data[pos:]
+        if not any(hmac.compare_digest(_mac(key, header, binding, body), mac) for key in keys):
+            raise _invalid("is not valid for this record, field and grant")
+        if not 1 <= limit <= MAX_LIMIT_CHARS:
+            raise _invalid("has a limit out of range")
+        return CursorState(body[:_PREFIX_BYTES], offset, limit)
+
+
+def _mac(key: CursorKey, header: bytes, binding: bytes, body: bytes) -> bytes:
+    return hmac.new(key.secret, header + binding + body, hashlib.sha256).digest()[:_MAC_BYTES]

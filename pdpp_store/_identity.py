@@ -1,0 +1,297 @@
+"""Record identity (§6): safe names, record references, ids, handles and resource URIs.
+
+Forms of a record reference, all parsed by `parse_record_ref`:
+
+    RecordRef("cin_a", "emails", "e1")       the value itself
+    "cin_a/emails:e1"                        self-contained id: split at the first '/', then the
+                                             rest at the first ':' (a record id may hold ':')
+    "emails:e1"                              legacy form; needs `connection_id=`, else it stays an
+                                             `UnscopedRecordRef` that the store resolves against
+                                             the grant (`ambiguous_connection` if several qualify)
+    "pdpp://record/{handle}"                 resource URI
+
+Rules:
+1. Connection ids, streams and record ids are safe names: non-empty strings with no '/', no '\\',
+   no NUL, not '.' and no '..' anywhere. A value that exists is valid (checked when built).
+2. Field paths are top-level keys taken literally ("id.with.dot", "a/b", 'say"when' are fine):
+   only empty or NUL-containing paths are refused (`invalid_field_path`).
+3. The id string is lossless only for streams without ':'; the handle is lossless always.
+4. A handle is base64url, unpadded, of the minified UTF-8 JSON array of the parts. Decoding is
+   strict: a handle is accepted only if re-encoding what it decodes to gives the same handle, so
+   each reference has exactly one handle. Handles are names, never authority.
+5. Bad input is always a typed `StoreError` (`invalid_request`, `invalid_window`,
+   `conflicting_connection_id`), never another exception.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import BadRequest, Conflict
+
+__all__ = [
+    "FIELD_WINDOW_URI_PREFIX",
+    "RECORD_URI_PREFIX",
+    "FieldWindowRef",
+    "RecordRef",
+    "UnscopedRecordRef",
+    "parse_field_window_uri",
+    "parse_record_ref",
+    "parse_record_uri",
+    "record_handle",
+    "validate_field_path",
+    "validate_safe_name",
+]
+
+RECORD_URI_PREFIX = "pdpp://record/"
+FIELD_WINDOW_URI_PREFIX = "pdpp://field-window/"
+
+_HANDLE_ALPHABET = re.compile(r"[A-Za-z0-9_-]*")
+_SELECTOR_KEYS = ("offset_chars", "limit_chars", "cursor")
+
+
+def validate_safe_name(value: object, param: str) -> str:
+    """Return `value` if it is a safe name (rule 1), else raise `invalid_request` naming `param`."""
+    if not isinstance(value, str) or not value:
+        raise BadRequest("invalid_request", f"{param} must be a non-empty string", param=param)
+    if "/" in value or "\\" in value or "\x00" in value or value == "." or ".." in value:
+        raise BadRequest(
+            "invalid_request",
+            f"{param} must not contain '/', '\\', NUL or '..', nor be '.'",
+            param=param,
+        )
+    return value
+
+
+def validate_field_path(value: object, param: str = "field") -> str:
+    """Return `value` if it is a field path (rule 2), else raise `invalid_field_path`."""
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise BadRequest(
+            "invalid_field_path", f"{param} must be a non-empty string without NUL", param=param
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRef:
+    """A record, named by connection, stream and record id."""
+
+    connection_id: str
+    stream: str
+    record_id: str
+
+    def __post_init__(self) -> None:
+        validate_safe_name(self.connection_id, "connection_id")
+        validate_safe_name(self.stream, "stream")
+        validate_safe_name(self.record_id, "record_id")
+
+    @property
+    def id(self) -> str:
+        return f"{self.connection_id}/{self.stream}:{self.record_id}"
+
+    @property
+    def handle(self) -> str:
+        return record_handle(self)
+
+    @property
+    def uri(self) -> str:
+        return RECORD_URI_PREFIX + record_handle(self)
+
+
+@dataclass(frozen=True, slots=True)
+class UnscopedRecordRef:
+    """A legacy `stream:record_id` reference whose connection is not known yet."""
+
+    stream: str
+    record_id: str
+
+    def __post_init__(self) -> None:
+        validate_safe_name(self.stream, "stream")
+        validate_safe_name(self.record_id, "record_id")
+
+    @property
+    def id(self) -> str:
+        return f"{self.stream}:{self.record_id}"
+
+    def scoped(self, connection_id: str) -> RecordRef:
+        return RecordRef(connection_id, self.stream, self.record_id)
+
+
+def _check_optional_int(value: object, param: str, minimum: int) -> None:
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise BadRequest(
+            "invalid_window", f"{param} must be an integer >= {minimum}", param=param
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FieldWindowRef:
+    """A window of one field of a record, as a resource (`pdpp://field-window/{handle}`).
+
+    The selector keys are the offset/cursor ones of §3; which may combine is checked when the
+    window is read (`parse_selector`), so that the error is the same as for a direct read.
+    """
+
+    record: RecordRef
+    field: str
+    offset_chars: int | None = None
+    limit_chars: int | None = None
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.record, RecordRef):
+            raise BadRequest("invalid_request", "record must be a RecordRef", param="record")
+        validate_field_path(self.field)
+        _check_optional_int(self.offset_chars, "offset_chars", 0)
+        _check_optional_int(self.limit_chars, "limit_chars", 1)
+        if self.cursor is not None and (not isinstance(self.cursor, str) or not self.cursor):
+            raise BadRequest("invalid_window", "cursor must be a non-empty string", param="cursor")
+
+    def selector(self) -> dict[str, int | str]:
+        """The selector arguments that are set, in a fixed order."""
+        values: dict[str, int | str | None] = {
+            "offset_chars": self.offset_chars,
+            "limit_chars": self.limit_chars,
+            "cursor": self.cursor,
+        }
+        return {key: value for key, value in values.items() if value is not None}
+
+    @property
+    def handle(self) -> str:
+        ref = self.record
+        return _encode([ref.connection_id, ref.stream, ref.record_id, self.field, self.selector()])
+
+    @property
+    def uri(self) -> str:
+        return FIELD_WINDOW_URI_PREFIX + self.handle
+
+
+# -- handles ----------------------------------------------------------------------------------
+
+
+def _encode(parts: list[Any]) -> str:
+    data = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _invalid(param: str, what: str) -> BadRequest:
+    return BadRequest("invalid_request", f"{param} is not a valid {what}", param=param)
+
+
+def _decode(handle: str, param: str, what: str) -> list[Any]:
+    """Strictly decode a handle to its JSON array, or raise `invalid_request` naming `param`."""
+    if not handle or not _HANDLE_ALPHABET.fullmatch(handle) or len(handle) % 4 == 1:
+        raise _invalid(param, what)
+    try:
+        data = base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4))
+        parts = json.loads(data.decode("utf-8"))
+        canonical = isinstance(parts, list) and _encode(parts) == handle
+    except (binascii.Error, ValueError, RecursionError, UnicodeError):
+        # ValueError covers JSON errors and over-long integers; UnicodeError covers bad UTF-8
+        # and lone surrogates smuggled in as JSON escapes.
+        raise _invalid(param, what) from None
+    if not canonical:
+        raise _invalid(param, what)
+    return parts  # type: ignore[no-any-return]
+
+
+def record_handle(ref: RecordRef) -> str:
+    """The opaque, URL-safe handle of a record reference."""
+    return _encode([ref.connection_id, ref.stream, ref.record_id])
+
+
+def _record_from_handle(handle: str, param: str) -> RecordRef:
+    parts = _decode(handle, param, "record handle")
+    if len(parts) != 3 or not all(isinstance(part, str) for part in parts):
+        raise _invalid(param, "record handle")
+    try:
+        return RecordRef(*parts)
+    except BadRequest:
+        raise _invalid(param, "record handle") from None
+
+
+def parse_record_uri(uri: object, *, param: str = "uri") -> RecordRef:
+    """Parse `pdpp://record/{handle}`; anything else is `invalid_request` naming `param`."""
+    if not isinstance(uri, str) or not uri.startswith(RECORD_URI_PREFIX):
+        raise _invalid(param, "record URI")
+    return _record_from_handle(uri.removeprefix(RECORD_URI_PREFIX), param)
+
+
+def parse_field_window_uri(uri: object, *, param: str = "uri") -> FieldWindowRef:
+    """Parse `pdpp://field-window/{handle}`; anything else is `invalid_request` naming `param`."""
+    what = "field-window URI"
+    if not isinstance(uri, str) or not uri.startswith(FIELD_WINDOW_URI_PREFIX):
+        raise _invalid(param, what)
+    parts = _decode(uri.removeprefix(FIELD_WINDOW_URI_PREFIX), param, what)
+    if (
+        len(parts) != 5
+        or not all(isinstance(part, str) for part in parts[:4])
+        or not isinstance(parts[4], dict)
+        or any(key not in _SELECTOR_KEYS for key in parts[4])
+    ):
+        raise _invalid(param, what)
+    connection_id, stream, record_id, field, selector = parts
+    try:
+        window = FieldWindowRef(RecordRef(connection_id, stream, record_id), field, **selector)
+    except BadRequest:
+        raise _invalid(param, what) from None
+    if window.handle != uri.removeprefix(FIELD_WINDOW_URI_PREFIX):  # e.g. selector key order
+        raise _invalid(param, what)
+    return window
+
+
+# -- references -------------------------------------------------------------------------------
+
+
+def _check_connection(ref: RecordRef, connection_id: str | None) -> RecordRef:
+    if connection_id is not None and connection_id != ref.connection_id:
+        raise Conflict(
+            "conflicting_connection_id",
+            "the record names a different connection than connection_id",
+            param="connection_id",
+        )
+    return ref
+
+
+def parse_record_ref(
+    value: RecordRef | UnscopedRecordRef | str, *, connection_id: str | None = None
+) -> RecordRef | UnscopedRecordRef:
+    """Parse any accepted form of a record reference (see the module docstring).
+
+    With `connection_id`, the result is always a `RecordRef` in that connection; a reference
+    that embeds another connection is `conflicting_connection_id`.
+    """
+    if connection_id is not None:
+        validate_safe_name(connection_id, "connection_id")
+    if isinstance(value, RecordRef):
+        return _check_connection(value, connection_id)
+    if isinstance(value, UnscopedRecordRef):
+        return value if connection_id is None else value.scoped(connection_id)
+    if not isinstance(value, str):
+        raise _invalid("record", "record reference")
+    if value.startswith(RECORD_URI_PREFIX):
+        return _check_connection(parse_record_uri(value, param="record"), connection_id)
+    if value.startswith("pdpp://"):
+        raise _invalid("record", "record reference")
+    head, slash, rest = value.partition("/")
+    stream, colon, record_id = (rest if slash else head).partition(":")
+    if not colon:
+        raise _invalid("record", "record reference: expected 'connection/stream:record_id'")
+    try:
+        if slash:
+            return _check_connection(RecordRef(head, stream, record_id), connection_id)
+        if connection_id is None:
+            return UnscopedRecordRef(stream, record_id)
+        return RecordRef(connection_id, stream, record_id)
+    except BadRequest as exc:
+        raise BadRequest(
+            "invalid_request", f"record is not a valid record reference: {exc.message}",
+            param="record",
+        ) from None

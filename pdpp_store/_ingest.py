@@ -1,0 +1,428 @@
+"""Write operations, each one generator driven by `_runtime` (no I/O here).
+
+Rules:
+1. `upsert_records` works in batches: a batch is encoded and checked in full before anything of
+   it is written, then written in one transaction. A bad record therefore leaves its batch
+   unwritten; batches before it stay committed (`UpsertResult` of a failure says how many).
+   A call with at most `batch_size` records is all or nothing.
+2. An identical record (same field digests) is not written at all. A changed record gets its
+   version bumped and only its changed fields rewritten, so cursors on unchanged fields stay
+   valid. Deletes are soft.
+3. Large values are written in bounded groups of chunk rows produced lazily, so ingestion holds
+   the value plus a constant, not copies of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import islice
+from typing import Any, TypeVar
+
+from sqlalchemy import delete, func, insert, select, update
+
+from . import _sql as sql
+from ._errors import BadRequest, NotFound, StoreError
+from ._identity import validate_safe_name
+from ._manifest import FieldHint, Manifest, StreamSpec
+from ._runtime import COMMIT, Execute, Op
+from ._schema import BLOB_CHUNK_BYTES, blob_chunks, blobs, connections, cursor_keys, field_chunks, fields, manifests, records, streams
+from ._values import EncodedField, EncodedRecord, encode_record
+
+__all__ = [
+    "BlobInfo",
+    "UpsertResult",
+    "add_connection",
+    "delete_record",
+    "load_cursor_keys",
+    "load_stream",
+    "put_blob",
+    "register_manifest",
+    "upsert_records",
+]
+
+CHUNK_ROWS_PER_STATEMENT = 256
+T = TypeVar("T")
+
+
+def _batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# ---------------------------------------------------------------- catalogue
+
+
+def register_manifest(manifest: Manifest) -> Op[None]:
+    connector = manifest.connector_id
+    yield Execute(delete(streams).where(streams.c.connector_id == connector))
+    yield Execute(delete(manifests).where(manifests.c.connector_id == connector))
+    yield Execute(
+        insert(manifests),
+        {"connector_id": connector, "document": manifest.document, "registered_at": _now()},
+    )
+    yield Execute(
+        insert(streams),
+        [
+            {
+                "connector_id": connector,
+                "stream": spec.name,
+                "primary_key": json.dumps(list(spec.primary_key)),
+                "consent_time_field": spec.consent_time_field,
+                "hints": spec.hints_json(),
+            }
+            for spec in manifest.streams
+        ],
+    )
+
+
+def add_connection(connection_id: str, connector_id: str) -> Op[None]:
+    validate_safe_name(connection_id, "connection_id")
+    known = yield Execute(
+        select(manifests.c.connector_id).where(manifests.c.connector_id == connector_id)
+    )
+    if not known:
+        raise BadRequest(
+            "invalid_request",
+            f"connector {connector_id!r} has no registered manifest",
+            param="connector_id",
+        )
+    existing = yield Execute(sql.connection_exists(connection_id))
+    if existing:
+        if existing[0][0] != connector_id:
+            raise BadRequest(
+                "invalid_request",
+                f"connection {connection_id!r} already belongs to connector {existing[0][0]!r}",
+                param="connection_id",
+            )
+        return
+    yield Execute(
+        insert(connections),
+        {"connection_id": connection_id, "connector_id": connector_id, "created_at": _now()},
+    )
+
+
+def load_stream(connection_id: str, stream: str) -> Op[StreamSpec]:
+    """The stream's spec for a connection: `connection_not_found` / `stream_not_declared`."""
+    rows = yield Execute(sql.stream_spec(connection_id, stream))
+    if not rows:
+        if not (yield Execute(sql.connection_exists(connection_id))):
+            raise NotFound(
+                "connection_not_found",
+                f"connection {connection_id!r} is not found",
+                param="connection_id",
+            )
+        raise NotFound(
+            "stream_not_declared",
+            f"stream {stream!r} is not declared by this connection's manifest",
+            param="stream",
+        )
+    primary_key, consent, hints = rows[0]
+    return StreamSpec(
+        stream,
+        tuple(json.loads(primary_key)),
+        consent,
+        {k: FieldHint.from_json(v) for k, v in json.loads(hints).items()},
+    )
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(slots=True)
+class UpsertResult:
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    @property
+    def written(self) -> int:
+        return self.inserted + self.updated
+
+    def to_dict(self) -> dict[str, int]:
+        return {"inserted": self.inserted, "updated": self.updated, "unchanged": self.unchanged}
+
+
+@dataclass(slots=True)
+class _BatchPlan:
+    new_records: list[dict[str, Any]] = field(default_factory=list)
+    changed_records: list[dict[str, Any]] = field(default_factory=list)
+    dropped_fields: list[dict[str, Any]] = field(default_factory=list)
+    new_fields: list[tuple[str, EncodedField]] = field(default_factory=list)
+
+
+def _field_row(key: dict[str, str], item: EncodedField) -> dict[str, Any]:
+    return {
+        **key,
+        "path": item.path,
+        "kind": item.kind.value,
+        "json_type": item.json_type,
+        "size_chars": item.size_chars,
+        "size_bytes": item.size_bytes,
+        "digest": item.digest,
+        "chunk_count": item.chunk_count,
+        "item_count": item.item_count,
+        "mime_type": item.mime_type,
+        "blob_id": item.blob_id,
+        "time_value": item.time_value,
+    }
+
+
+def _plan_batch(
+    connection_id: str,
+    stream: str,
+    encoded: dict[str, EncodedRecord],
+    existing: dict[str, tuple[int, str, bool]],
+    old_fields: dict[str, dict[str, tuple[str, str]]],
+    result: UpsertResult,
+) -> _BatchPlan:
+    plan = _BatchPlan()
+    now = _now()
+    for record_id, record in encoded.items():
+        digest = record.digest
+        before = existing.get(record_id)
+        if before is None:
+            plan.new_records.append(
+                {
+                    "connection_id": connection_id,
+                    "stream": stream,
+                    "record_id": record_id,
+                    "version": 1,
+                    "digest": digest,
+                    "deleted": False,
+                    "updated_at": now,
+                }
+            )
+            plan.new_fields.extend((record_id, f) for f in record.fields)
+            result.inserted += 1
+            continue
+        version, old_digest, deleted = before
+        if old_digest == digest and not deleted:
+            result.unchanged += 1
+            continue
+        plan.changed_records.append(
+            {
+                "k_connection_id": connection_id,
+                "k_stream": stream,
+                "k_record_id": record_id,
+                "version": version + 1,
+                "digest": digest,
+                "deleted": False,
+                "updated_at": now,
+            }
+        )
+        result.updated += 1
+        stored = old_fields.get(record_id, {})
+        kept = set()
+        for item in record.fields:
+            if stored.get(item.path) == (item.kind.value, item.digest):
+                kept.add(item.path)
+            else:
+                plan.new_fields.append((record_id, item))
+        plan.dropped_fields.extend(
+            {
+                "k_connection_id": connection_id,
+                "k_stream": stream,
+                "k_record_id": record_id,
+                "k_path": path,
+            }
+            for path in stored
+            if path not in kept
+        )
+    return plan
+
+
+def _chunk_rows(
+    connection_id: str, stream: str, new_fields: list[tuple[str, EncodedField]]
+) -> Iterator[dict[str, Any]]:
+    for record_id, item in new_fields:
+        for chunk_no, text, folded in item.chunks():
+            yield {
+                "connection_id": connection_id,
+                "stream": stream,
+                "record_id": record_id,
+                "path": item.path,
+                "chunk_no": chunk_no,
+                "text": text,
+                "folded": folded,
+            }
+
+
+def upsert_records(
+    connection_id: str, stream: str, items: Iterable[object], batch_size: int
+) -> Op[UpsertResult]:
+    spec = yield from load_stream(connection_id, stream)
+    result = UpsertResult()
+    position = 0
+    for batch in _batched(items, batch_size):
+        encoded: dict[str, EncodedRecord] = {}
+        try:
+            for item in batch:
+                record = encode_record(item, spec, position)
+                encoded[record.record_id] = record  # the last of duplicates in a batch wins
+                position += 1
+        except StoreError as exc:
+            exc.details["committed"] = result.to_dict()
+            raise
+        ids = list(encoded)
+        existing = {
+            rid: (version, digest, bool(deleted))
+            for rid, version, digest, deleted in (
+                (yield Execute(sql.existing_records(connection_id, stream, ids))) or []
+            )
+        }
+        old_fields: dict[str, dict[str, tuple[str, str]]] = {}
+        if existing:
+            for rid, path, kind, digest in (
+                (yield Execute(sql.existing_fields(connection_id, stream, list(existing)))) or []
+            ):
+                old_fields.setdefault(rid, {})[path] = (kind, digest)
+        plan = _plan_batch(connection_id, stream, encoded, existing, old_fields, result)
+        if plan.new_records:
+            yield Execute(sql.insert_records(), plan.new_records)
+        if plan.changed_records:
+            yield Execute(sql.update_record(), plan.changed_records)
+        if plan.dropped_fields:
+            yield Execute(sql.delete_fields(field_chunks), plan.dropped_fields)
+            yield Execute(sql.delete_fields(fields), plan.dropped_fields)
+        if plan.new_fields:
+            key = {"connection_id": connection_id, "stream": stream}
+            yield Execute(
+                sql.insert_fields(),
+                [_field_row({**key, "record_id": rid}, item) for rid, item in plan.new_fields],
+            )
+            rows = _chunk_rows(connection_id, stream, plan.new_fields)
+            for group in _batched(rows, CHUNK_ROWS_PER_STATEMENT):
+                yield Execute(sql.insert_chunks(), group)
+        yield COMMIT
+    return result
+
+
+def delete_record(connection_id: str, stream: str, record_id: str) -> Op[None]:
+    validate_safe_name(record_id, "record_id")
+    yield from load_stream(connection_id, stream)
+    rows = yield Execute(
+        select(records.c.version).where(
+            records.c.connection_id == connection_id,
+            records.c.stream == stream,
+            records.c.record_id == record_id,
+            records.c.deleted == False,  # noqa: E712 - SQL comparison
+        )
+    )
+    if not rows:
+        raise NotFound("not_found", f"record {record_id!r} is not found", param="record_id")
+    yield Execute(
+        update(records)
+        .where(
+            records.c.connection_id == connection_id,
+            records.c.stream == stream,
+            records.c.record_id == record_id,
+        )
+        .values(deleted=True, version=rows[0][0] + 1, updated_at=_now())
+    )
+
+
+# ---------------------------------------------------------------- blobs
+
+
+@dataclass(frozen=True, slots=True)
+class BlobInfo:
+    blob_id: str
+    sha256: str
+    mime_type: str
+    size_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "object": "blob",
+            "blob_id": self.blob_id,
+            "mime_type": self.mime_type,
+            "size_bytes": self.size_bytes,
+            "sha256": self.sha256,
+        }
+
+    def as_ref(self) -> dict[str, Any]:
+        """The value a record field holds to point at this blob (`blob_ref`)."""
+        return {
+            "blob_id": self.blob_id,
+            "mime_type": self.mime_type,
+            "size_bytes": self.size_bytes,
+            "sha256": self.sha256,
+        }
+
+
+def put_blob(data: bytes, mime_type: str) -> Op[BlobInfo]:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise BadRequest("invalid_request", "blob data must be bytes", param="data")
+    if not isinstance(mime_type, str) or "/" not in mime_type:
+        raise BadRequest(
+            "invalid_request", "mime_type must be a MIME type such as text/plain", param="mime_type"
+        )
+    view = memoryview(data)
+    sha = hashlib.sha256(view).hexdigest()
+    blob_id = f"blob_sha256_{sha}"
+    found = yield Execute(sql.blob_exists(blob_id))
+    if found:
+        return BlobInfo(blob_id, sha, found[0][1], found[0][2])
+    yield Execute(
+        insert(blobs),
+        {
+            "blob_id": blob_id,
+            "sha256": sha,
+            "mime_type": mime_type,
+            "size_bytes": len(view),
+            "created_at": _now(),
+        },
+    )
+    offsets = range(0, len(view), BLOB_CHUNK_BYTES)
+    for group in _batched(offsets, 16):
+        yield Execute(
+            insert(blob_chunks),
+            [
+                {
+                    "blob_id": blob_id,
+                    "chunk_no": start // BLOB_CHUNK_BYTES,
+                    "data": bytes(view[start : start + BLOB_CHUNK_BYTES]),
+                }
+                for start in group
+            ],
+        )
+    return BlobInfo(blob_id, sha, mime_type, len(view))
+
+
+# ---------------------------------------------------------------- cursor keys
+
+
+def load_cursor_keys(create: bool) -> Op[list[tuple[int, bytes]]]:
+    """Stored cursor keys, newest first; with `create`, make the first one if there is none."""
+    query = select(cursor_keys.c.key_id, cursor_keys.c.secret).order_by(
+        cursor_keys.c.key_id.desc()
+    )
+    rows = (yield Execute(query)) or []
+    if rows or not create:
+        return [(int(k), bytes(s)) for k, s in rows]
+    yield Execute(
+        insert(cursor_keys), {"key_id": 1, "secret": secrets.token_bytes(32), "created_at": _now()}
+    )
+    return (yield from load_cursor_keys(create=False))
+
+
+def rotate_cursor_key() -> Op[int]:
+    rows = yield Execute(select(func.max(cursor_keys.c.key_id)))
+    newest = (rows[0][0] if rows else None) or 0
+    if newest >= 255:
+        raise BadRequest("invalid_request", "all 255 cursor key ids are in use", param="key_id")
+    yield Execute(
+        insert(cursor_keys),
+        {"key_id": newest + 1, "secret": secrets.token_bytes(32), "created_at": _now()},
+    )
+    return newest + 1

@@ -1,0 +1,425 @@
+"""Grant-enforced read operations, each one generator driven by `_runtime` (no I/O here).
+
+The check order is the contract's (§7), identical on every backend because it is written once:
+
+    1 stream declared     2 field path     3 selector     4 stream granted (and grant usable)
+    5 connection          6 field granted (no record row read yet; cursor signature checked)
+    7 record visible      8 field present / text-like     9 cursor freshness     10 match
+
+Steps 1 and 5 read the catalogue (manifests, connections), never a record. Steps 7 onwards are
+answered by statements that carry the grant's visibility condition (`_sql.visible_records`), so a
+hidden record is indistinguishable from a missing one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import _sql as sql
+from ._cursor import CursorCodec, CursorState, cursor_binding
+from ._errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
+from ._fields import FieldInfo, FieldKind
+from ._folding import fold
+from ._grants import Grant, StreamGrant
+from ._identity import (
+    FieldWindowRef,
+    RecordRef,
+    UnscopedRecordRef,
+    parse_record_ref,
+    validate_field_path,
+)
+from ._ingest import BlobInfo
+from ._runtime import Execute, Op
+from ._window import (
+    DEFAULT_LIMIT_CHARS,
+    CursorSelector,
+    FieldWindow,
+    MatchSelector,
+    OffsetSelector,
+    limit_clamped_warning,
+    match_window_limit,
+    match_window_start,
+    parse_selector,
+    window_bounds,
+)
+
+__all__ = [
+    "PREVIEW_CHARS",
+    "BlobRange",
+    "ReadContext",
+    "RecordView",
+    "blob_info",
+    "describe_field",
+    "read_blob_range",
+    "read_field_window",
+    "read_record",
+]
+
+PREVIEW_CHARS = 1024
+"""Text (or JSON text) up to this many code points is returned whole by `read_record`; longer
+values come back as a preview of this length plus the arguments of the window read that
+continues it."""
+
+MAX_BLOB_RANGE_BYTES = 1 << 20
+_DIGEST_PREFIX_CHARS = len("sha256:") + 32
+
+RecordInput = RecordRef | UnscopedRecordRef | str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadContext:
+    codec: CursorCodec
+    preview_chars: int = PREVIEW_CHARS
+
+
+# ---------------------------------------------------------------- steps shared by every read
+
+
+def _field_info(row: tuple[Any, ...]) -> FieldInfo:
+    path, kind, json_type, size_chars, size_bytes, digest, mime_type, blob_id = row[:8]
+    return FieldInfo(
+        path, FieldKind(kind), json_type, int(size_chars), int(size_bytes), digest, mime_type, blob_id
+    )
+
+
+def _declared(ref: RecordRef | UnscopedRecordRef) -> Op[bool]:
+    """Step 1. Returns whether the connection is known to exist."""
+    if isinstance(ref, RecordRef):
+        if (yield Execute(sql.stream_spec(ref.connection_id, ref.stream))):
+            return True
+        if (yield Execute(sql.connection_exists(ref.connection_id))):
+            raise NotFound(
+                "stream_not_declared",
+                f"stream {ref.stream!r} is not declared by this connection's manifest",
+                param="stream",
+            )
+    if not (yield Execute(sql.stream_declared_anywhere(ref.stream))):
+        raise NotFound(
+            "stream_not_declared", f"stream {ref.stream!r} is not declared", param="stream"
+        )
+    return False
+
+
+def _connection(
+    ref: RecordRef | UnscopedRecordRef, stream_grant: StreamGrant, known: bool
+) -> Op[RecordRef]:
+    """Step 5: the record's connection, which the grant must cover and which must exist."""
+    if isinstance(ref, UnscopedRecordRef):
+        candidates = stream_grant.instance_ids
+        if candidates is None or len(candidates) != 1:
+            raise Conflict(
+                "ambiguous_connection",
+                f"record {ref.id!r} does not name its connection and the grant covers "
+                "several; give connection_id or a self-contained id",
+                param="connection_id",
+            )
+        ref = ref.scoped(candidates[0])
+        known = False
+    if not stream_grant.covers_connection(ref.connection_id) or not (
+        known or (yield Execute(sql.connection_exists(ref.connection_id)))
+    ):
+        raise NotFound(
+            "connection_not_found",
+            f"connection {ref.connection_id!r} is not found",
+            param="connection_id",
+        )
+    return ref
+
+
+def _resolve(
+    grant: Grant,
+    record: RecordInput,
+    connection_id: str | None,
+    path: str | None,
+    selector: Mapping[str, Any] | None = None,
+) -> Op[tuple[RecordRef, StreamGrant, str, Any, tuple[dict[str, str], ...]]]:
+    """Steps 1 to 6 for one record (and one field, when `path` is given)."""
+    ref = parse_record_ref(record, connection_id=connection_id)
+    known = yield from _declared(ref)
+    checked_path = validate_field_path(path) if path is not None else ""
+    chosen, warnings = parse_selector(**selector) if selector is not None else (None, ())
+    grant.ensure_usable()
+    stream_grant = grant.stream(ref.stream)
+    scoped = yield from _connection(ref, stream_grant, known)
+    if path is not None and not stream_grant.allows_field(checked_path):
+        raise Forbidden(
+            "field_not_granted",
+            f"field {checked_path!r} is not granted for stream {scoped.stream!r}",
+            param="field",
+        )
+    return scoped, stream_grant, checked_path, chosen, warnings
+
+
+def _present(rows: list[tuple[Any, ...]] | None, ref: RecordRef, path: str) -> FieldInfo:
+    """Steps 7 and 8 (presence) from the rows of a field statement."""
+    if not rows:
+        raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
+    if rows[0][0] is None:
+        raise NotFound(
+            "field_not_found", f"record {ref.id!r} has no field {path!r}", param="field"
+        )
+    return _field_info(rows[0])
+
+
+def _text_like(info: FieldInfo, ref: RecordRef) -> FieldInfo:
+    """Step 8 (text-like): binary-only fields are refused with their metadata."""
+    if not info.text_like:
+        raise Unprocessable(
+            "field_not_text",
+            f"field {info.path!r} of record {ref.id!r} is binary-only ({info.kind.value}); "
+            "read its metadata or export it instead",
+            param="field",
+            details={"field": info.to_dict()},
+        )
+    return info
+
+
+def _stale(info: FieldInfo) -> Conflict:
+    return Conflict(
+        "stale_cursor",
+        f"field {info.path!r} changed since the cursor was made; restart from its current digest",
+        param="cursor",
+        details={"digest": info.digest, "size_chars": info.size_chars},
+    )
+
+
+# ---------------------------------------------------------------- field windows
+
+
+def read_field_window(
+    ctx: ReadContext,
+    grant: Grant,
+    record: RecordInput,
+    field: str,
+    *,
+    connection_id: str | None = None,
+    **selector: Any,
+) -> Op[FieldWindow]:
+    ref, stream_grant, path, chosen, warnings = yield from _resolve(
+        grant, record, connection_id, field, selector
+    )
+    binding = cursor_binding(
+        grant.fingerprint(ref.stream), ref.connection_id, ref.stream, ref.record_id, path
+    )
+    match: tuple[int, int] | None = None
+    if isinstance(chosen, MatchSelector):
+        info = _text_like(_present((yield Execute(sql.field_meta(ref, path, stream_grant))), ref, path), ref)
+        match_start = yield from _find(ref, path, stream_grant, info, chosen.q)
+        match = (match_start, match_start + len(chosen.q))
+        start = match_window_start(match_start, chosen.before_chars)
+        limit, clamped = match_window_limit(
+            match_start, start, len(chosen.q), chosen.after_chars, chosen.limit_chars
+        )
+        if clamped and limit_clamped_warning() not in warnings:
+            warnings = (*warnings, limit_clamped_warning())
+        prefix: str | None = info.digest
+    elif isinstance(chosen, CursorSelector):
+        state: CursorState = ctx.codec.open(chosen.cursor, binding)
+        start, limit = state.offset_chars, chosen.limit_chars or state.limit_chars
+        prefix = "sha256:" + state.digest_prefix.hex()
+    else:
+        assert isinstance(chosen, OffsetSelector)
+        start, limit, prefix = chosen.offset_chars, chosen.limit_chars, None
+    rows = yield Execute(sql.field_window(ref, path, stream_grant, start, limit, prefix))
+    info = _text_like(_present(rows, ref, path), ref)
+    if prefix is not None and not info.digest.startswith(prefix):
+        raise _stale(info)  # a cursor's field changed, or the field changed mid-read
+    text = "".join(row[8] for row in rows or () if row[8] is not None)
+    start = window_bounds(start, info.size_chars)
+    end = start + len(text)
+    return FieldWindow(
+        connection_id=ref.connection_id,
+        stream=ref.stream,
+        record_id=ref.record_id,
+        field=info,
+        text=text,
+        total_chars=info.size_chars,
+        start_chars=start,
+        limit_chars=limit,
+        match_start_chars=match[0] if match else None,
+        match_end_chars=match[1] if match else None,
+        next_cursor=ctx.codec.mint(binding, info.digest, end, limit)
+        if end < info.size_chars
+        else None,
+        previous_cursor=ctx.codec.mint(binding, info.digest, max(0, start - limit), limit)
+        if start > 0
+        else None,
+        warnings=tuple(warnings),
+    )
+
+
+def _find(
+    ref: RecordRef, path: str, stream_grant: StreamGrant, info: FieldInfo, q: str
+) -> Op[int]:
+    """Step 10: the code-point offset of the first case-folded occurrence of `q`."""
+    if len(q) <= info.size_chars:
+        rows = yield Execute(sql.match_scan(ref, path, stream_grant, info.digest, fold(q)))
+        if rows:
+            chunk_no, position = rows[0]
+            return int(chunk_no) * sql.CHUNK_CHARS + int(position) - 1
+    raise NotFound(
+        "query_not_found", f"q does not occur in field {path!r} of record {ref.id!r}", param="q"
+    )
+
+
+def describe_field(
+    grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
+) -> Op[FieldInfo]:
+    ref, stream_grant, path, _, _ = yield from _resolve(grant, record, connection_id, field)
+    return _present((yield Execute(sql.field_meta(ref, path, stream_grant))), ref, path)
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPreview:
+    """One field of a projected record, as `read_record` shows it."""
+
+    info: FieldInfo
+    status: str  # complete | truncated | binary-only
+    value: Any = None  # the whole value when complete; the preview text when truncated text
+    preview: str | None = None
+    item_count: int | None = None
+
+    def ladder(self, ref: RecordRef) -> dict[str, Any]:
+        out = {**self.info.to_dict(), "preview_status": self.status}
+        if self.status == "truncated":
+            assert self.preview is not None
+            out["preview_chars"] = len(self.preview)
+            if self.item_count is not None:
+                out["item_count"] = self.item_count
+            if self.info.kind is FieldKind.JSON:
+                out["preview"] = self.preview
+            continuation = {
+                "id": ref.id,
+                "field_path": self.info.path,
+                "offset_chars": len(self.preview),
+                "limit_chars": DEFAULT_LIMIT_CHARS,
+            }
+            out["read"] = {"tool": "read_record_field", "arguments": continuation}
+            out["resource_uri"] = FieldWindowRef(
+                ref, self.info.path, len(self.preview), DEFAULT_LIMIT_CHARS
+            ).uri
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    """A record projected under a grant: granted fields only, long values as previews."""
+
+    ref: RecordRef
+    version: int
+    fields: tuple[FieldPreview, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        ladder: dict[str, Any] = {}
+        for item in self.fields:
+            if item.status == "complete" or (
+                item.status == "truncated" and item.info.kind is FieldKind.TEXT
+            ):
+                data[item.info.path] = item.value
+            if item.status != "complete":
+                ladder[item.info.path] = item.ladder(self.ref)
+        return {
+            "object": "record",
+            "id": self.ref.id,
+            "uri": self.ref.uri,
+            "connection_id": self.ref.connection_id,
+            "stream": self.ref.stream,
+            "record_id": self.ref.record_id,
+            "version": self.version,
+            "data": data,
+            "content_ladder": ladder,
+        }
+
+
+def _preview(row: tuple[Any, ...], bound: int) -> FieldPreview:
+    info = _field_info(row[1:9])
+    item_count, head = row[9], row[10]
+    if not info.text_like:
+        return FieldPreview(info, "binary-only", item_count=item_count)
+    head = head or ""
+    if len(head) <= bound:
+        value = head if info.kind is FieldKind.TEXT else json.loads(head)
+        return FieldPreview(info, "complete", value)
+    preview = head[:bound]
+    return FieldPreview(
+        info,
+        "truncated",
+        preview if info.kind is FieldKind.TEXT else None,
+        preview,
+        item_count,
+    )
+
+
+def read_record(
+    ctx: ReadContext, grant: Grant, record: RecordInput, *, connection_id: str | None = None
+) -> Op[RecordView]:
+    ref, stream_grant, _, _, _ = yield from _resolve(grant, record, connection_id, None)
+    rows = yield Execute(sql.record_preview(ref, stream_grant, ctx.preview_chars))
+    if not rows:
+        raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
+    previews = tuple(_preview(row, ctx.preview_chars) for row in rows if row[1] is not None)
+    return RecordView(ref, int(rows[0][0]), previews)
+
+
+# ---------------------------------------------------------------- blobs
+
+
+@dataclass(frozen=True, slots=True)
+class BlobRange:
+    blob: BlobInfo
+    offset_bytes: int
+    data: bytes
+
+    @property
+    def has_more(self) -> bool:
+        return self.offset_bytes + len(self.data) < self.blob.size_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "object": "blob_range",
+            "blob": self.blob.to_dict(),
+            "offset_bytes": self.offset_bytes,
+            "length_bytes": len(self.data),
+            "has_more": self.has_more,
+        }
+
+
+def _blob_not_found(blob_id: object) -> NotFound:
+    return NotFound("blob_not_found", f"blob {blob_id!r} is not found", param="blob_id")
+
+
+def blob_info(grant: Grant, blob_id: str) -> Op[BlobInfo]:
+    """A blob's metadata, only through a visible record whose granted field references it."""
+    if not isinstance(blob_id, str) or not blob_id.startswith("blob_sha256_"):
+        raise _blob_not_found(blob_id)
+    grant.ensure_usable()
+    rows = yield Execute(sql.blob_visible(list(grant.streams), blob_id))
+    if not rows:
+        raise _blob_not_found(blob_id)
+    found, sha, mime_type, size = rows[0]
+    return BlobInfo(found, sha, mime_type, int(size))
+
+
+def read_blob_range(
+    grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
+) -> Op[BlobRange]:
+    for name, value, low in (("offset_bytes", offset_bytes, 0), ("length_bytes", length_bytes, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise BadRequest("invalid_request", f"{name} must be an integer >= {low}", param=name)
+    if length_bytes > MAX_BLOB_RANGE_BYTES:
+        raise BadRequest(
+            "invalid_request",
+            f"length_bytes must be at most {MAX_BLOB_RANGE_BYTES}",
+            param="length_bytes",
+        )
+    info = yield from blob_info(grant, blob_id)
+    start = min(offset_bytes, info.size_bytes)
+    rows = yield Execute(sql.blob_range(info.blob_id, start, length_bytes))
+    return BlobRange(info, start, b"".join(bytes(row[0]) for row in rows or ()))

@@ -1,0 +1,196 @@
+"""Running operations: the only module that talks to a database connection.
+
+Every operation of the store is written once, as a generator (`Op`) that yields requests and
+receives their answers, with no I/O of its own (see `_ops`). Two thin drivers run them:
+`run_sync` on a SQLAlchemy `Engine`, `run_async` on an `AsyncEngine`. Requests:
+
+    Execute(statement, params)  -> the rows (a list of tuples) if it returns rows, else None
+    COMMIT                      -> commit what was done so far and begin again (batch ingestion)
+
+Rules:
+1. One operation runs on one connection, in one transaction (or one per `COMMIT`); if the
+   operation raises, everything since the last commit is rolled back.
+2. Database errors are translated to `StoreError` here and nowhere else, by SQLSTATE / exception
+   class, never by message text.
+3. On SQLite the driver's own transaction handling is switched off and the store emits `BEGIN`
+   itself (`BEGIN IMMEDIATE` for writes), so a read-then-write operation is one serialised
+   transaction and reads are consistent snapshots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql.base import Executable
+
+from ._errors import Conflict, StoreError
+
+__all__ = [
+    "COMMIT",
+    "Commit",
+    "Execute",
+    "Op",
+    "async_url",
+    "install_sqlite_hooks",
+    "migrate",
+    "run_async",
+    "run_sync",
+    "sync_url",
+    "translate_db_error",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    statement: Executable
+    params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+
+
+class Commit:
+    __slots__ = ()
+
+
+COMMIT = Commit()
+
+Request = Execute | Commit
+Rows = list[tuple[Any, ...]]
+Op = Generator[Request, Rows | None, T]
+
+_WRITE = "pdpp_write"
+
+
+class StorageUnavailable(StoreError):
+    http_status = 503
+    error_type = "api_error"
+
+
+def translate_db_error(exc: DBAPIError) -> StoreError:
+    """The one place where database exceptions become store errors."""
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if isinstance(exc, IntegrityError) or sqlstate == "40001":
+        return Conflict(
+            "write_conflict",
+            "a concurrent write touched the same rows; retry the operation",
+        )
+    if isinstance(exc, OperationalError) and "locked" in type(exc.orig).__name__.lower():
+        return StorageUnavailable("storage_busy", "the database is busy; retry the operation")
+    return StorageUnavailable(
+        "storage_error", f"the database refused the operation ({type(exc.orig).__name__})"
+    )
+
+
+def _reply(result: Any) -> Rows | None:
+    return [tuple(row) for row in result] if result.returns_rows else None
+
+
+def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
+    with engine.connect() as conn:
+        if write:
+            conn = conn.execution_options(**{_WRITE: True})
+        try:
+            request = next(op)
+            while True:
+                if isinstance(request, Commit):
+                    conn.commit()
+                    reply = None
+                else:
+                    reply = _reply(conn.execute(request.statement, request.params))
+                request = op.send(reply)
+        except StopIteration as done:
+            conn.commit()
+            return done.value  # type: ignore[no-any-return]
+        except DBAPIError as exc:
+            raise translate_db_error(exc) from exc
+        finally:
+            op.close()
+
+
+async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T:
+    async with engine.connect() as conn:
+        if write:
+            conn = await conn.execution_options(**{_WRITE: True})
+        try:
+            request = next(op)
+            while True:
+                if isinstance(request, Commit):
+                    await conn.commit()
+                    reply = None
+                else:
+                    reply = _reply(await conn.execute(request.statement, request.params))
+                request = op.send(reply)
+        except StopIteration as done:
+            await conn.commit()
+            return done.value  # type: ignore[no-any-return]
+        except DBAPIError as exc:
+            raise translate_db_error(exc) from exc
+        finally:
+            op.close()
+
+
+def sync_url(url: str) -> str:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        return str(parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False))
+    if parsed.get_backend_name() == "sqlite":
+        return str(parsed.set(drivername="sqlite").render_as_string(hide_password=False))
+    raise StoreError("invalid_request", f"unsupported database URL scheme {parsed.drivername!r}")
+
+
+def async_url(url: str) -> str:
+    parsed = make_url(sync_url(url))
+    driver = "sqlite+aiosqlite" if parsed.get_backend_name() == "sqlite" else "postgresql+psycopg"
+    return str(parsed.set(drivername=driver).render_as_string(hide_password=False))
+
+
+def install_sqlite_hooks(engine: Engine) -> None:
+    """Pragmas on connect, and transactions begun by the store itself (Rule 3)."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=NORMAL",
+            "busy_timeout=10000",
+            "foreign_keys=ON",
+        ):
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get(_WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _script_location() -> str:
+    packaged = Path(__file__).with_name("_alembic")
+    if packaged.is_dir():
+        return str(packaged)
+    return str(Path(__file__).resolve().parent.parent / "migrations")
+
+
+def migrate(connection: Connection) -> None:
+    """Bring the database behind `connection` to the newest revision."""
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", _script_location())
+    head = ScriptDirectory.from_config(config).get_current_head()
+    if MigrationContext.configure(connection).get_current_revision() == head:
+        return
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")

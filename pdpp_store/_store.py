@@ -1,0 +1,296 @@
+"""The two fronts, `Store` (sync) and `AsyncStore` (async), over one set of operations.
+
+`_StoreCore` holds everything that is not I/O: configuration, the cursor codec, and one method
+per operation that builds its generator (`_ops`). Each front method is one line that drives such
+a generator with its own driver, so the fronts cannot drift apart in behaviour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Self, TypedDict, TypeVar
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from typing_extensions import Unpack
+
+from . import _ingest, _reads
+from ._cursor import CursorCodec, CursorKey
+from ._errors import BadRequest
+from ._fields import FieldInfo
+from ._grants import Grant
+from ._identity import (
+    RECORD_URI_PREFIX,
+    RecordRef,
+    UnscopedRecordRef,
+    parse_field_window_uri,
+    parse_record_uri,
+)
+from ._ingest import BlobInfo, UpsertResult
+from ._manifest import Manifest
+from ._reads import BlobRange, ReadContext, RecordView
+from ._runtime import (
+    Op,
+    async_url,
+    install_sqlite_hooks,
+    migrate,
+    run_async,
+    run_sync,
+    sync_url,
+)
+from ._window import FieldWindow
+
+__all__ = ["AsyncStore", "Store"]
+
+DEFAULT_BATCH_SIZE = 500
+T = TypeVar("T")
+RecordInput = RecordRef | UnscopedRecordRef | str
+
+
+class WindowArgs(TypedDict, total=False):
+    """The keyword arguments of `read_field_window` (one selector, see §3 of the contract)."""
+
+    connection_id: str | None
+    offset_chars: int | None
+    limit_chars: int | None
+    q: str | None
+    before_chars: int | None
+    after_chars: int | None
+    cursor: str | None
+
+
+def _codec_from(
+    configured: bytes | None, previous: Sequence[bytes], stored: list[tuple[int, bytes]]
+) -> CursorCodec:
+    """Configured secrets win (key id from the secret itself); else the keys kept in the store."""
+    if configured is not None:
+        keys = [CursorKey(hashlib.sha256(s).digest()[0], s) for s in (configured, *previous)]
+    else:
+        keys = [CursorKey(key_id, secret) for key_id, secret in stored]
+    return CursorCodec(keys[0], keys[1:])
+
+
+class _StoreCore:
+    def __init__(self, codec: CursorCodec, batch_size: int) -> None:
+        if batch_size < 1:
+            raise BadRequest("invalid_request", "batch_size must be at least 1", param="batch_size")
+        self._ctx = ReadContext(codec)
+        self._batch_size = batch_size
+
+    @property
+    def cursor_codec(self) -> CursorCodec:
+        return self._ctx.codec
+
+    # Each `_op_*` builds one operation; the fronts drive it (writes with `write=True`).
+
+    def _op_register_manifest(self, manifest: Mapping[str, Any]) -> Op[None]:
+        return _ingest.register_manifest(Manifest.from_dict(manifest))
+
+    def _op_upsert_records(
+        self, connection_id: str, stream: str, records: Iterable[object]
+    ) -> Op[UpsertResult]:
+        if isinstance(records, Mapping | str | bytes):
+            raise BadRequest(
+                "invalid_request",
+                "records must be a list (or iterable) of records",
+                param="records",
+            )
+        return _ingest.upsert_records(connection_id, stream, records, self._batch_size)
+
+    def _op_read_field_window(
+        self, grant: Grant, record: RecordInput, field: str, args: WindowArgs
+    ) -> Op[FieldWindow]:
+        return _reads.read_field_window(self._ctx, grant, record, field, **args)
+
+    def _op_read_record(
+        self, grant: Grant, record: RecordInput, connection_id: str | None
+    ) -> Op[RecordView]:
+        return _reads.read_record(self._ctx, grant, record, connection_id=connection_id)
+
+    def _op_rotate_cursor_key(self) -> Op[None]:
+        yield from _ingest.rotate_cursor_key()
+        stored = yield from _ingest.load_cursor_keys(create=False)
+        self._ctx = ReadContext(_codec_from(None, (), stored), self._ctx.preview_chars)
+
+    def _op_read_resource(self, grant: Grant, uri: str) -> Op[RecordView | FieldWindow]:
+        if isinstance(uri, str) and uri.startswith(RECORD_URI_PREFIX):
+            return (yield from _reads.read_record(self._ctx, grant, parse_record_uri(uri)))
+        ref = parse_field_window_uri(uri)
+        return (
+            yield from _reads.read_field_window(
+                self._ctx, grant, ref.record, ref.field, **ref.selector
+            )
+        )
+
+
+class Store(_StoreCore):
+    """The synchronous store. `Store.open(url)` migrates the database if needed."""
+
+    def __init__(self, engine: Engine, codec: CursorCodec, batch_size: int) -> None:
+        super().__init__(codec, batch_size)
+        self.engine = engine
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        *,
+        cursor_secret: bytes | None = None,
+        previous_cursor_secrets: Sequence[bytes] = (),
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Self:
+        engine = create_engine(sync_url(url))
+        if engine.dialect.name == "sqlite":
+            install_sqlite_hooks(engine)
+        with engine.connect() as conn:
+            migrate(conn)
+            conn.commit()
+        stored = run_sync(engine, _ingest.load_cursor_keys(cursor_secret is None), write=True)
+        return cls(engine, _codec_from(cursor_secret, previous_cursor_secrets, stored), batch_size)
+
+    def _run(self, op: Op[T], *, write: bool = False) -> T:
+        return run_sync(self.engine, op, write=write)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def register_manifest(self, manifest: Mapping[str, Any]) -> None:
+        return self._run(self._op_register_manifest(manifest), write=True)
+
+    def add_connection(self, connection_id: str, connector_id: str) -> None:
+        return self._run(_ingest.add_connection(connection_id, connector_id), write=True)
+
+    def upsert_records(
+        self, connection_id: str, stream: str, records: Iterable[object]
+    ) -> UpsertResult:
+        return self._run(self._op_upsert_records(connection_id, stream, records), write=True)
+
+    def delete_record(self, connection_id: str, stream: str, record_id: str) -> None:
+        return self._run(_ingest.delete_record(connection_id, stream, record_id), write=True)
+
+    def put_blob(self, data: bytes, mime_type: str) -> BlobInfo:
+        return self._run(_ingest.put_blob(data, mime_type), write=True)
+
+    def rotate_cursor_key(self) -> None:
+        return self._run(self._op_rotate_cursor_key(), write=True)
+
+    def read_field_window(
+        self, grant: Grant, record: RecordInput, field: str, **args: Unpack[WindowArgs]
+    ) -> FieldWindow:
+        return self._run(self._op_read_field_window(grant, record, field, args))
+
+    def read_record(
+        self, grant: Grant, record: RecordInput, *, connection_id: str | None = None
+    ) -> RecordView:
+        return self._run(self._op_read_record(grant, record, connection_id))
+
+    def describe_field(
+        self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
+    ) -> FieldInfo:
+        return self._run(_reads.describe_field(grant, record, field, connection_id=connection_id))
+
+    def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
+        return self._run(self._op_read_resource(grant, uri))
+
+    def blob_info(self, grant: Grant, blob_id: str) -> BlobInfo:
+        return self._run(_reads.blob_info(grant, blob_id))
+
+    def read_blob_range(
+        self, grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
+    ) -> BlobRange:
+        return self._run(_reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes))
+
+
+class AsyncStore(_StoreCore):
+    """The asynchronous store: the same operations as `Store`, awaited."""
+
+    def __init__(self, engine: AsyncEngine, codec: CursorCodec, batch_size: int) -> None:
+        super().__init__(codec, batch_size)
+        self.engine = engine
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        cursor_secret: bytes | None = None,
+        previous_cursor_secrets: Sequence[bytes] = (),
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Self:
+        engine = create_async_engine(async_url(url))
+        if engine.dialect.name == "sqlite":
+            install_sqlite_hooks(engine.sync_engine)
+        async with engine.connect() as conn:
+            await conn.run_sync(migrate)
+            await conn.commit()
+        stored = await run_async(
+            engine, _ingest.load_cursor_keys(cursor_secret is None), write=True
+        )
+        return cls(engine, _codec_from(cursor_secret, previous_cursor_secrets, stored), batch_size)
+
+    async def _run(self, op: Op[T], *, write: bool = False) -> T:
+        return await run_async(self.engine, op, write=write)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def register_manifest(self, manifest: Mapping[str, Any]) -> None:
+        return await self._run(self._op_register_manifest(manifest), write=True)
+
+    async def add_connection(self, connection_id: str, connector_id: str) -> None:
+        return await self._run(_ingest.add_connection(connection_id, connector_id), write=True)
+
+    async def upsert_records(
+        self, connection_id: str, stream: str, records: Iterable[object]
+    ) -> UpsertResult:
+        return await self._run(self._op_upsert_records(connection_id, stream, records), write=True)
+
+    async def delete_record(self, connection_id: str, stream: str, record_id: str) -> None:
+        return await self._run(_ingest.delete_record(connection_id, stream, record_id), write=True)
+
+    async def put_blob(self, data: bytes, mime_type: str) -> BlobInfo:
+        return await self._run(_ingest.put_blob(data, mime_type), write=True)
+
+    async def rotate_cursor_key(self) -> None:
+        return await self._run(self._op_rotate_cursor_key(), write=True)
+
+    async def read_field_window(
+        self, grant: Grant, record: RecordInput, field: str, **args: Unpack[WindowArgs]
+    ) -> FieldWindow:
+        return await self._run(self._op_read_field_window(grant, record, field, args))
+
+    async def read_record(
+        self, grant: Grant, record: RecordInput, *, connection_id: str | None = None
+    ) -> RecordView:
+        return await self._run(self._op_read_record(grant, record, connection_id))
+
+    async def describe_field(
+        self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
+    ) -> FieldInfo:
+        return await self._run(
+            _reads.describe_field(grant, record, field, connection_id=connection_id)
+        )
+
+    async def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
+        return await self._run(self._op_read_resource(grant, uri))
+
+    async def blob_info(self, grant: Grant, blob_id: str) -> BlobInfo:
+        return await self._run(_reads.blob_info(grant, blob_id))
+
+    async def read_blob_range(
+        self, grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
+    ) -> BlobRange:
+        return await self._run(_reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes))

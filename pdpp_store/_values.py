@@ -1,0 +1,247 @@
+"""Turning a record into what is stored: one `EncodedField` per top-level key. Pure: no I/O.
+
+Rules:
+1. The kind of a field is decided here, once (see `_fields`): from the manifest's hint or from
+   the value's content, never from the field's name.
+2. The digest is computed here, at write time, and never on read: `sha256:` of the UTF-8 bytes
+   for every string (text, base64 and NUL-holding strings alike), of the canonical JSON text
+   for any other value.
+3. Stored text is cut into chunks of `CHUNK_CHARS` code points. Each chunk is stored with its
+   folded form (`_folding.fold`) unless folding leaves it unchanged (stored as NULL then), so a
+   match is an exact substring search on folded text in SQL, and offsets count code points.
+4. Nothing here holds more than one slice of a large value beyond the value itself: digests are
+   computed slice by slice and chunks are produced lazily.
+5. A bad record (not an object, missing or unsafe primary key, lone surrogates, values JSON
+   cannot hold) raises `invalid_record` naming the record and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import BadRequest
+from ._fields import FieldKind
+from ._folding import fold
+from ._grants import normalize_instant
+from ._identity import validate_safe_name
+from ._manifest import StreamSpec
+
+__all__ = [
+    "CHUNK_CHARS",
+    "EncodedField",
+    "EncodedRecord",
+    "encode_record",
+    "record_id_for",
+]
+
+CHUNK_CHARS = 1024
+"""Code points per stored chunk. At least `_window.MAX_QUERY_CHARS`, so a needle crosses at most
+one chunk boundary; small enough that a chunk row stays inline in a Postgres page."""
+
+_DIGEST_SLICE = 1 << 20
+_BLOB_ID = re.compile(r"blob_sha256_[0-9a-f]{64}")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+_BASE64_MIN_CHARS = 128
+_DEFAULT_MIME = "application/octet-stream"
+
+
+def _bad_record(record_label: str, message: str, param: str | None = None) -> BadRequest:
+    return BadRequest("invalid_record", f"record {record_label}: {message}", param=param)
+
+
+def digest_text(text: str) -> tuple[str, int]:
+    """(`sha256:<hex>`, UTF-8 byte length), one slice at a time. Lone surrogates raise."""
+    hasher = hashlib.sha256()
+    size = 0
+    for start in range(0, len(text), _DIGEST_SLICE):
+        data = text[start : start + _DIGEST_SLICE].encode("utf-8")
+        hasher.update(data)
+        size += len(data)
+    return "sha256:" + hasher.hexdigest(), size
+
+
+def looks_like_base64(text: str) -> bool:
+    """Unmistakable base64: long, padded to a multiple of 4, only the standard alphabet, and
+    mixing upper case, lower case, digits and `+` or `/` as encoded bytes do (ids and hex don't)."""
+    if len(text) < _BASE64_MIN_CHARS or len(text) % 4 or not _BASE64.fullmatch(text):
+        return False
+    return (
+        any(c.isupper() for c in text[:256])
+        and any(c.islower() for c in text[:256])
+        and any(c.isdigit() for c in text[:256])
+        and ("+" in text or "/" in text)
+    )
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_blob_ref(value: object) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("blob_id"), str)
+        and _BLOB_ID.fullmatch(value["blob_id"]) is not None
+        and isinstance(value.get("mime_type"), str)
+        and isinstance(value.get("size_bytes"), int)
+        and isinstance(value.get("sha256"), str)
+    )
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def canonical_json(value: object) -> str:
+    return json.dumps(
+        value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedField:
+    path: str
+    kind: FieldKind
+    json_type: str
+    stored: str
+    """The text kept in chunks: the string itself, canonical JSON, or (for NUL strings) the
+    JSON-escaped string, which Postgres text can hold and which decodes back losslessly."""
+    size_chars: int
+    size_bytes: int
+    digest: str
+    item_count: int | None = None
+    mime_type: str | None = None
+    blob_id: str | None = None
+    time_value: str | None = None
+
+    @property
+    def chunk_count(self) -> int:
+        return -(-len(self.stored) // CHUNK_CHARS)
+
+    def chunks(self) -> Iterator[tuple[int, str, str | None]]:
+        """(chunk_no, text, folded-or-None) lazily; folded only for text-like kinds."""
+        foldable = self.kind.text_like
+        for number, start in enumerate(range(0, len(self.stored), CHUNK_CHARS)):
+            text = self.stored[start : start + CHUNK_CHARS]
+            folded = fold(text) if foldable else None
+            yield number, text, (None if folded == text else folded)
+
+
+def _encode_string(path: str, value: str, hint_kind: FieldKind | None, hint_mime: str | None) -> EncodedField:
+    digest, size_bytes = digest_text(value)
+    if "\x00" in value:
+        return EncodedField(
+            path, FieldKind.BINARY, "string", json.dumps(value, ensure_ascii=False),
+            len(value), size_bytes, digest, mime_type=hint_mime or _DEFAULT_MIME,
+        )
+    if hint_kind is FieldKind.BASE64 or looks_like_base64(value):
+        padding = len(value) - len(value.rstrip("="))
+        return EncodedField(
+            path, FieldKind.BASE64, "string", value, len(value),
+            len(value) // 4 * 3 - padding, digest, mime_type=hint_mime or _DEFAULT_MIME,
+        )
+    return EncodedField(
+        path, FieldKind.TEXT, "string", value, len(value), size_bytes, digest,
+        time_value=normalize_instant(value),
+    )
+
+
+def encode_field(path: str, value: Any, spec: StreamSpec, record_label: str) -> EncodedField:
+    hint = spec.hints.get(path)
+    hint_kind = hint.kind if hint else None
+    hint_mime = hint.mime_type if hint else None
+    try:
+        if isinstance(value, str):
+            return _encode_string(path, value, hint_kind, hint_mime)
+        stored = canonical_json(value)
+        digest, size_bytes = digest_text(stored)
+    except UnicodeEncodeError as exc:
+        raise _bad_record(
+            record_label,
+            f"field {path!r} holds invalid Unicode (a lone surrogate at {exc.start})",
+            path,
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise _bad_record(record_label, f"field {path!r} is not JSON: {exc}", path) from None
+    items = len(value) if isinstance(value, list | dict) else None
+    if _is_blob_ref(value) and hint_kind in (FieldKind.BLOB_REF, None):
+        return EncodedField(
+            path, FieldKind.BLOB_REF, "object", stored, len(stored), value["size_bytes"],
+            digest, items, value["mime_type"], value["blob_id"],
+        )
+    return EncodedField(path, FieldKind.JSON, _json_type(value), stored, len(stored), size_bytes, digest, items)
+
+
+def record_id_for(record: Mapping[str, Any], spec: StreamSpec, record_label: str) -> str:
+    """The canonical key string: `str(value)` of a single key, minified JSON of a compound one."""
+    values = []
+    for key in spec.primary_key:
+        value = record.get(key)
+        if value is None or isinstance(value, list | dict):
+            raise _bad_record(
+                record_label, f"primary key field {key!r} is missing or not a scalar", key
+            )
+        values.append(value)
+    if len(values) == 1:
+        record_id = values[0] if isinstance(values[0], str) else canonical_json(values[0])
+    else:
+        record_id = canonical_json(values)
+    if not _encodable(record_id):
+        raise _bad_record(record_label, "primary key holds invalid Unicode", spec.primary_key[0])
+    try:
+        return validate_safe_name(record_id, "record_id")
+    except BadRequest as exc:
+        raise _bad_record(record_label, exc.message, spec.primary_key[0]) from None
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedRecord:
+    record_id: str
+    fields: tuple[EncodedField, ...]
+
+    @property
+    def digest(self) -> str:
+        """The record's content identity: its fields' paths and digests, in path order."""
+        hasher = hashlib.sha256()
+        for item in sorted(self.fields, key=lambda f: f.path):
+            hasher.update(canonical_json([item.path, item.kind.value, item.digest]).encode())
+        return "sha256:" + hasher.hexdigest()
+
+
+def encode_record(record: object, spec: StreamSpec, index: int) -> EncodedRecord:
+    label = f"#{index} of stream {spec.name!r}"
+    if not isinstance(record, Mapping):
+        raise _bad_record(label, f"must be a JSON object, not {type(record).__name__}")
+    for path in record:
+        if not isinstance(path, str) or not path or "\x00" in path or not _encodable(path):
+            raise BadRequest(
+                "invalid_field_path",
+                f"record {label}: field name {path!r} is not valid",
+                param="field",
+            )
+    record_id = record_id_for(record, spec, label)
+    label = f"{record_id!r} ({label})"
+    return EncodedRecord(
+        record_id, tuple(encode_field(path, value, spec, label) for path, value in record.items())
+    )

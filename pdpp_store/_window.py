@@ -1,0 +1,293 @@
+"""Field-window selectors and arithmetic (§3): pure values, no I/O.
+
+Owns: parsing the selector arguments of `read_field_window` into one `Selector`, the arithmetic
+of match windows, and `FieldWindow`, the result value whose `to_dict()` is the §3 envelope.
+
+Rules:
+1. One selector: `cursor` excludes `offset_chars`, `q`, `before_chars` and `after_chars`; `q`
+   excludes `offset_chars`; `before_chars`/`after_chars` require `q`. No arguments at all means
+   offset 0, limit 4096. Every violation is `invalid_window` (400) with `param` naming the
+   parameter at fault.
+2. Integers are real `int`s (a `bool` is refused). `limit_chars` above `MAX_LIMIT_CHARS` is
+   clamped, with the warning `{"code": "limit_clamped", "param": "limit_chars"}`;
+   `before_chars`/`after_chars` above `MAX_CONTEXT_CHARS` are refused, not clamped.
+3. All offsets and lengths count Unicode code points (Python `len`), so an astral character is
+   one unit and a window never splits one.
+4. An offset past the end is not an error: the window is empty, at the end.
+5. A `FieldWindow` checks its own invariants when built (its text is exactly the slice
+   `[start, start + limit)` of the field, clipped to the end); the derived keys of the envelope
+   are computed from those fields and nothing else, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import BadRequest
+from ._fields import FieldInfo
+
+__all__ = [
+    "DEFAULT_CONTEXT_CHARS",
+    "DEFAULT_LIMIT_CHARS",
+    "MAX_CONTEXT_CHARS",
+    "MAX_LIMIT_CHARS",
+    "MAX_QUERY_CHARS",
+    "CursorSelector",
+    "FieldWindow",
+    "MatchSelector",
+    "OffsetSelector",
+    "Selector",
+    "match_window_limit",
+    "limit_clamped_warning",
+    "match_window_start",
+    "parse_selector",
+    "window_bounds",
+]
+
+DEFAULT_LIMIT_CHARS = 4096
+MAX_LIMIT_CHARS = 16384
+DEFAULT_CONTEXT_CHARS = 2048
+MAX_CONTEXT_CHARS = 8192
+MAX_QUERY_CHARS = 1024
+
+Warning_ = dict[str, str]
+
+
+def limit_clamped_warning() -> Warning_:
+    """The warning of a clamped limit (a fresh dict each time: callers may mutate theirs)."""
+    return {"code": "limit_clamped", "param": "limit_chars"}
+
+
+def _invalid(param: str, message: str) -> BadRequest:
+    return BadRequest("invalid_window", f"{param} {message}", param=param)
+
+
+def _check_int(value: object, param: str, low: int, high: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _invalid(param, "must be an integer")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise _invalid(param, f"must be {bound}")
+    return value
+
+
+def _check_optional_limit(limit_chars: int | None) -> None:
+    if limit_chars is not None:
+        _check_int(limit_chars, "limit_chars", 1, MAX_LIMIT_CHARS)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSelector:
+    offset_chars: int = 0
+    limit_chars: int = DEFAULT_LIMIT_CHARS
+
+    def __post_init__(self) -> None:
+        _check_int(self.offset_chars, "offset_chars", 0)
+        _check_int(self.limit_chars, "limit_chars", 1, MAX_LIMIT_CHARS)
+
+
+@dataclass(frozen=True, slots=True)
+class MatchSelector:
+    q: str
+    before_chars: int = DEFAULT_CONTEXT_CHARS
+    after_chars: int = DEFAULT_CONTEXT_CHARS
+    limit_chars: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.q, str) or not self.q:
+            raise _invalid("q", "must be a non-empty string")
+        if len(self.q) > MAX_QUERY_CHARS:
+            raise _invalid("q", f"must be at most {MAX_QUERY_CHARS} characters")
+        if "\x00" in self.q:
+            raise _invalid("q", "must not contain NUL")
+        _check_int(self.before_chars, "before_chars", 0, MAX_CONTEXT_CHARS)
+        _check_int(self.after_chars, "after_chars", 0, MAX_CONTEXT_CHARS)
+        _check_optional_limit(self.limit_chars)
+
+
+@dataclass(frozen=True, slots=True)
+class CursorSelector:
+    cursor: str
+    limit_chars: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cursor, str) or not self.cursor:
+            raise _invalid("cursor", "must be a non-empty string")
+        _check_optional_limit(self.limit_chars)
+
+
+Selector = OffsetSelector | MatchSelector | CursorSelector
+
+
+def parse_selector(
+    *,
+    offset_chars: object = None,
+    limit_chars: object = None,
+    q: object = None,
+    before_chars: object = None,
+    after_chars: object = None,
+    cursor: object = None,
+) -> tuple[Selector, tuple[Warning_, ...]]:
+    """Turn the selector arguments of a window read into a `Selector` and its warnings."""
+    if cursor is not None:
+        for param, value in (
+            ("offset_chars", offset_chars),
+            ("q", q),
+            ("before_chars", before_chars),
+            ("after_chars", after_chars),
+        ):
+            if value is not None:
+                raise _invalid(param, "cannot be combined with cursor")
+    if q is not None and offset_chars is not None:
+        raise _invalid("offset_chars", "cannot be combined with q")
+    if q is None:
+        for param, value in (("before_chars", before_chars), ("after_chars", after_chars)):
+            if value is not None:
+                raise _invalid(param, "requires q")
+
+    warnings: tuple[Warning_, ...] = ()
+    limit: int | None = None
+    if limit_chars is not None:
+        limit = _check_int(limit_chars, "limit_chars", 1)
+        if limit > MAX_LIMIT_CHARS:
+            limit = MAX_LIMIT_CHARS
+            warnings = (limit_clamped_warning(),)
+
+    selector: Selector
+    if cursor is not None:
+        if not isinstance(cursor, str):
+            raise _invalid("cursor", "must be a non-empty string")
+        selector = CursorSelector(cursor, limit)
+    elif q is not None:
+        if not isinstance(q, str):
+            raise _invalid("q", "must be a non-empty string")
+        before, after = (
+            DEFAULT_CONTEXT_CHARS
+            if value is None
+            else _check_int(value, param, 0, MAX_CONTEXT_CHARS)
+            for param, value in (("before_chars", before_chars), ("after_chars", after_chars))
+        )
+        selector = MatchSelector(q, before, after, limit)
+    else:
+        offset = 0 if offset_chars is None else _check_int(offset_chars, "offset_chars", 0)
+        selector = OffsetSelector(offset, DEFAULT_LIMIT_CHARS if limit is None else limit)
+    return selector, warnings
+
+
+# -- arithmetic -------------------------------------------------------------------------------
+
+
+def window_bounds(offset: int, total: int) -> int:
+    """The start of a window asked for at `offset` in a field of `total` characters."""
+    return min(offset, total)
+
+
+def match_window_start(match_start: int, before_chars: int) -> int:
+    """A match window starts `before_chars` before the match, or at 0."""
+    return max(0, match_start - before_chars)
+
+
+def match_window_limit(
+    match_start: int, start: int, q_len: int, after_chars: int, limit_chars: int | None
+) -> tuple[int, bool]:
+    """The limit of a match window and whether it was clamped.
+
+    `limit_chars` if given, else `(match_start - start) + q_len + after_chars` (the context
+    before, the match, the context after). Either way it is never more than `MAX_LIMIT_CHARS`;
+    when it had to be clamped (`True`), the `limit_clamped` warning applies to the window.
+    """
+    wanted = limit_chars if limit_chars is not None else (match_start - start) + q_len + after_chars
+    if wanted > MAX_LIMIT_CHARS:
+        return MAX_LIMIT_CHARS, True
+    return wanted, False
+
+
+# -- the result -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FieldWindow:
+    """A bounded window of one text-like field; `to_dict()` is the §3 envelope.
+
+    Raises `ValueError` when built inconsistently: that is a bug in the store, not bad input.
+    """
+
+    connection_id: str
+    stream: str
+    record_id: str
+    field: FieldInfo
+    text: str
+    total_chars: int
+    start_chars: int
+    limit_chars: int
+    match_start_chars: int | None = None
+    match_end_chars: int | None = None
+    next_cursor: str | None = None
+    previous_cursor: str | None = None
+    warnings: tuple[Warning_, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start_chars <= self.total_chars:
+            raise ValueError("start_chars must lie within the field")
+        if not 1 <= self.limit_chars <= MAX_LIMIT_CHARS:
+            raise ValueError(f"limit_chars must be between 1 and {MAX_LIMIT_CHARS}")
+        if len(self.text) != min(self.limit_chars, self.total_chars - self.start_chars):
+            raise ValueError("text must be the slice [start, start + limit) of the field")
+        if (self.match_start_chars is None) != (self.match_end_chars is None):
+            raise ValueError("match_start_chars and match_end_chars go together")
+        if self.match_start_chars is not None and self.match_end_chars is not None and not (
+            0 <= self.match_start_chars < self.match_end_chars <= self.total_chars
+        ):
+            raise ValueError("the match must lie within the field")
+        if (self.next_cursor is None) != (self.next_offset_chars is None):
+            raise ValueError("next_cursor must be set exactly when next_offset_chars is")
+        if (self.previous_cursor is None) != (self.previous_offset_chars is None):
+            raise ValueError("previous_cursor must be set exactly when previous_offset_chars is")
+
+    @property
+    def end_chars(self) -> int:
+        return min(self.start_chars + len(self.text), self.total_chars)
+
+    @property
+    def complete(self) -> bool:
+        return self.start_chars == 0 and self.end_chars >= self.total_chars
+
+    @property
+    def has_more(self) -> bool:
+        return self.end_chars < self.total_chars
+
+    @property
+    def next_offset_chars(self) -> int | None:
+        return self.end_chars if self.has_more else None
+
+    @property
+    def previous_offset_chars(self) -> int | None:
+        if self.start_chars > 0:
+            return max(0, self.start_chars - self.limit_chars)
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "object": "field_window",
+            "stream": self.stream,
+            "record_id": self.record_id,
+            "connection_id": self.connection_id,
+            "field": self.field.to_dict(),
+            "window": {
+                "text": self.text,
+                "total_chars": self.total_chars,
+                "start_chars": self.start_chars,
+                "end_chars": self.end_chars,
+                "limit_chars": self.limit_chars,
+                "complete": self.complete,
+                "has_more": self.has_more,
+                "match_start_chars": self.match_start_chars,
+                "match_end_chars": self.match_end_chars,
+                "next_offset_chars": self.next_offset_chars,
+                "previous_offset_chars": self.previous_offset_chars,
+                "next_cursor": self.next_cursor,
+                "previous_cursor": self.previous_cursor,
+            },
+            "meta": {"warnings": [dict(warning) for warning in self.warnings]},
+        }
