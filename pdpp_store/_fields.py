@@ -5,7 +5,8 @@ Every field is stored with a `kind` decided once, at write time:
     text      a string; windows are slices of it
     json      any other JSON value (number, bool, null, object, array); windows are slices of its
               canonical JSON text (sorted keys, minified, UTF-8)
-    blob_ref  an object pointing at a stored blob (`{"blob_id", "mime_type", "size_bytes", "sha256"}`)
+    blob_ref  an object pointing at a stored blob ({"blob_id", "mime_type", "size_bytes",
+              "sha256"})
     base64    a string of base64 (declared by the manifest, or unmistakable by content)
     binary    a string holding NUL, which Postgres text cannot hold; kept losslessly, metadata-only
 

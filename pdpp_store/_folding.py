@@ -17,8 +17,8 @@ Rules:
    case. (Full case folding is not length-preserving: 'ß' -> 'ss'; hence "simple".)
 2. Context-free: `str.lower()` on a multi-character string applies the final-sigma rule
    ('Σ' -> 'ς' at the end of a word), which would make the fold of a chunk depend on where the
-   chunk was cut. So non-ASCII text is only ever folded code point by code point: every 'Σ',
-   'σ' and 'ς' folds to 'σ'.
+   chunk was cut. So non-ASCII text is only ever folded code point by code point: capital,
+   small and final sigma all fold to small sigma (U+03C3).
 3. Idempotent: `fold(fold(s)) == fold(s)` (checked over every code point by the tests).
 4. Examples: 'É' -> 'é', 'ẞ' -> 'ß' (as is 'ß'), 'K' (Kelvin) -> 'k', 'İ' -> 'İ' (its fold is
    two code points, so it stays itself), lone surrogates map to themselves.
@@ -28,6 +28,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import sys
 import unicodedata
 
@@ -37,7 +38,6 @@ FOLDING_NAME = "pdpp-simple-fold-v1"
 UNICODE_VERSION: str = unicodedata.unidata_version
 
 _SURROGATES = range(0xD800, 0xE000)
-_table: dict[int, str] | None = None
 
 
 def fold_char(char: str) -> str:
@@ -53,7 +53,9 @@ def fold_char(char: str) -> str:
     return char
 
 
-def _build_table() -> dict[int, str]:
+@functools.cache
+def _translation_table() -> dict[int, str]:
+    # Built once, on first use (about 0.3 s; some 1,500 entries): importing stays cheap.
     table: dict[int, str] = {}
     for code in range(sys.maxunicode + 1):
         if code in _SURROGATES:
@@ -63,14 +65,6 @@ def _build_table() -> dict[int, str]:
         if folded != char:
             table[code] = folded
     return table
-
-
-def _translation_table() -> dict[int, str]:
-    # Built once, on first use (about 0.3 s; some 1,500 entries): importing stays cheap.
-    global _table
-    if _table is None:
-        _table = _build_table()
-    return _table
 
 
 def fold(text: str) -> str:

@@ -226,4 +226,7 @@ class Grant:
         return hashlib.sha256(f"{self.grant_id}\x00{terms}".encode()).digest()[:16]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"grant_id": self.grant_id, "streams": [json.loads(s.canonical) for s in self.streams]}
+        return {
+            "grant_id": self.grant_id,
+            "streams": [json.loads(s.canonical) for s in self.streams],
+        }

@@ -126,9 +126,7 @@ def _check_optional_int(value: object, param: str, minimum: int) -> None:
     if value is None:
         return
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise BadRequest(
-            "invalid_window", f"{param} must be an integer >= {minimum}", param=param
-        )
+        raise BadRequest("invalid_window", f"{param} must be an integer >= {minimum}", param=param)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +290,7 @@ def parse_record_ref(
         return RecordRef(connection_id, stream, record_id)
     except BadRequest as exc:
         raise BadRequest(
-            "invalid_request", f"record is not a valid record reference: {exc.message}",
+            "invalid_request",
+            f"record is not a valid record reference: {exc.message}",
             param="record",
         ) from None

@@ -30,7 +30,18 @@ from ._errors import BadRequest, NotFound, StoreError
 from ._identity import validate_safe_name
 from ._manifest import FieldHint, Manifest, StreamSpec
 from ._runtime import COMMIT, Execute, Op
-from ._schema import BLOB_CHUNK_BYTES, blob_chunks, blobs, connections, cursor_keys, field_chunks, fields, manifests, records, streams
+from ._schema import (
+    BLOB_CHUNK_BYTES,
+    blob_chunks,
+    blobs,
+    connections,
+    cursor_keys,
+    field_chunks,
+    fields,
+    manifests,
+    records,
+    streams,
+)
 from ._values import EncodedField, EncodedRecord, encode_record
 
 __all__ = [
@@ -96,7 +107,7 @@ def add_connection(connection_id: str, connector_id: str) -> Op[None]:
             f"connector {connector_id!r} has no registered manifest",
             param="connector_id",
         )
-    existing = yield Execute(sql.connection_exists(connection_id))
+    existing = yield sql.connection_exists(connection_id)
     if existing:
         if existing[0][0] != connector_id:
             raise BadRequest(
@@ -113,9 +124,9 @@ def add_connection(connection_id: str, connector_id: str) -> Op[None]:
 
 def load_stream(connection_id: str, stream: str) -> Op[StreamSpec]:
     """The stream's spec for a connection: `connection_not_found` / `stream_not_declared`."""
-    rows = yield Execute(sql.stream_spec(connection_id, stream))
+    rows = yield sql.stream_spec(connection_id, stream)
     if not rows:
-        if not (yield Execute(sql.connection_exists(connection_id))):
+        if not (yield sql.connection_exists(connection_id)):
             raise NotFound(
                 "connection_not_found",
                 f"connection {connection_id!r} is not found",
@@ -180,6 +191,7 @@ def _field_row(key: dict[str, str], item: EncodedField) -> dict[str, Any]:
 def _plan_batch(
     connection_id: str,
     stream: str,
+    *,
     encoded: dict[str, EncodedRecord],
     existing: dict[str, tuple[int, str, bool]],
     old_fields: dict[str, dict[str, tuple[str, str]]],
@@ -277,16 +289,23 @@ def upsert_records(
         existing = {
             rid: (version, digest, bool(deleted))
             for rid, version, digest, deleted in (
-                (yield Execute(sql.existing_records(connection_id, stream, ids))) or []
+                (yield sql.existing_records(connection_id, stream, ids)) or []
             )
         }
         old_fields: dict[str, dict[str, tuple[str, str]]] = {}
         if existing:
             for rid, path, kind, digest in (
-                (yield Execute(sql.existing_fields(connection_id, stream, list(existing)))) or []
-            ):
+                yield sql.existing_fields(connection_id, stream, list(existing))
+            ) or []:
                 old_fields.setdefault(rid, {})[path] = (kind, digest)
-        plan = _plan_batch(connection_id, stream, encoded, existing, old_fields, result)
+        plan = _plan_batch(
+            connection_id,
+            stream,
+            encoded=encoded,
+            existing=existing,
+            old_fields=old_fields,
+            result=result,
+        )
         if plan.new_records:
             yield Execute(sql.insert_records(), plan.new_records)
         if plan.changed_records:
@@ -370,7 +389,7 @@ def put_blob(data: bytes, mime_type: str) -> Op[BlobInfo]:
     view = memoryview(data)
     sha = hashlib.sha256(view).hexdigest()
     blob_id = f"blob_sha256_{sha}"
-    found = yield Execute(sql.blob_exists(blob_id))
+    found = yield sql.blob_exists(blob_id)
     if found:
         return BlobInfo(blob_id, sha, found[0][1], found[0][2])
     yield Execute(
@@ -404,9 +423,7 @@ def put_blob(data: bytes, mime_type: str) -> Op[BlobInfo]:
 
 def load_cursor_keys(create: bool) -> Op[list[tuple[int, bytes]]]:
     """Stored cursor keys, newest first; with `create`, make the first one if there is none."""
-    query = select(cursor_keys.c.key_id, cursor_keys.c.secret).order_by(
-        cursor_keys.c.key_id.desc()
-    )
+    query = select(cursor_keys.c.key_id, cursor_keys.c.secret).order_by(cursor_keys.c.key_id.desc())
     rows = (yield Execute(query)) or []
     if rows or not create:
         return [(int(k), bytes(s)) for k, s in rows]

@@ -32,7 +32,8 @@ from ._identity import (
     validate_field_path,
 )
 from ._ingest import BlobInfo
-from ._runtime import Execute, Op
+from ._runtime import Op
+from ._values import CHUNK_CHARS
 from ._window import (
     DEFAULT_LIMIT_CHARS,
     CursorSelector,
@@ -81,22 +82,29 @@ class ReadContext:
 def _field_info(row: tuple[Any, ...]) -> FieldInfo:
     path, kind, json_type, size_chars, size_bytes, digest, mime_type, blob_id = row[:8]
     return FieldInfo(
-        path, FieldKind(kind), json_type, int(size_chars), int(size_bytes), digest, mime_type, blob_id
+        path,
+        FieldKind(kind),
+        json_type,
+        int(size_chars),
+        int(size_bytes),
+        digest,
+        mime_type,
+        blob_id,
     )
 
 
 def _declared(ref: RecordRef | UnscopedRecordRef) -> Op[bool]:
     """Step 1. Returns whether the connection is known to exist."""
     if isinstance(ref, RecordRef):
-        if (yield Execute(sql.stream_spec(ref.connection_id, ref.stream))):
+        if (yield sql.stream_spec(ref.connection_id, ref.stream)):
             return True
-        if (yield Execute(sql.connection_exists(ref.connection_id))):
+        if (yield sql.connection_exists(ref.connection_id)):
             raise NotFound(
                 "stream_not_declared",
                 f"stream {ref.stream!r} is not declared by this connection's manifest",
                 param="stream",
             )
-    if not (yield Execute(sql.stream_declared_anywhere(ref.stream))):
+    if not (yield sql.stream_declared_anywhere(ref.stream)):
         raise NotFound(
             "stream_not_declared", f"stream {ref.stream!r} is not declared", param="stream"
         )
@@ -119,7 +127,7 @@ def _connection(
         ref = ref.scoped(candidates[0])
         known = False
     if not stream_grant.covers_connection(ref.connection_id) or not (
-        known or (yield Execute(sql.connection_exists(ref.connection_id)))
+        known or (yield sql.connection_exists(ref.connection_id))
     ):
         raise NotFound(
             "connection_not_found",
@@ -158,9 +166,7 @@ def _present(rows: list[tuple[Any, ...]] | None, ref: RecordRef, path: str) -> F
     if not rows:
         raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
     if rows[0][0] is None:
-        raise NotFound(
-            "field_not_found", f"record {ref.id!r} has no field {path!r}", param="field"
-        )
+        raise NotFound("field_not_found", f"record {ref.id!r} has no field {path!r}", param="field")
     return _field_info(rows[0])
 
 
@@ -206,7 +212,7 @@ def read_field_window(
     )
     match: tuple[int, int] | None = None
     if isinstance(chosen, MatchSelector):
-        info = _text_like(_present((yield Execute(sql.field_meta(ref, path, stream_grant))), ref, path), ref)
+        info = _text_like(_present((yield sql.field_meta(ref, path, stream_grant)), ref, path), ref)
         match_start = yield from _find(ref, path, stream_grant, info, chosen.q)
         match = (match_start, match_start + len(chosen.q))
         start = match_window_start(match_start, chosen.before_chars)
@@ -223,7 +229,9 @@ def read_field_window(
     else:
         assert isinstance(chosen, OffsetSelector)
         start, limit, prefix = chosen.offset_chars, chosen.limit_chars, None
-    rows = yield Execute(sql.field_window(ref, path, stream_grant, start, limit, prefix))
+    rows = yield sql.field_window(
+        ref, path, stream_grant, start=start, limit=limit, digest_prefix=prefix
+    )
     info = _text_like(_present(rows, ref, path), ref)
     if prefix is not None and not info.digest.startswith(prefix):
         raise _stale(info)  # a cursor's field changed, or the field changed mid-read
@@ -251,15 +259,13 @@ def read_field_window(
     )
 
 
-def _find(
-    ref: RecordRef, path: str, stream_grant: StreamGrant, info: FieldInfo, q: str
-) -> Op[int]:
+def _find(ref: RecordRef, path: str, stream_grant: StreamGrant, info: FieldInfo, q: str) -> Op[int]:
     """Step 10: the code-point offset of the first case-folded occurrence of `q`."""
     if len(q) <= info.size_chars:
-        rows = yield Execute(sql.match_scan(ref, path, stream_grant, info.digest, fold(q)))
+        rows = yield sql.match_scan(ref, path, stream_grant, info.digest, fold(q))
         if rows:
             chunk_no, position = rows[0]
-            return int(chunk_no) * sql.CHUNK_CHARS + int(position) - 1
+            return int(chunk_no) * CHUNK_CHARS + int(position) - 1
     raise NotFound(
         "query_not_found", f"q does not occur in field {path!r} of record {ref.id!r}", param="q"
     )
@@ -269,7 +275,7 @@ def describe_field(
     grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
 ) -> Op[FieldInfo]:
     ref, stream_grant, path, _, _ = yield from _resolve(grant, record, connection_id, field)
-    return _present((yield Execute(sql.field_meta(ref, path, stream_grant))), ref, path)
+    return _present((yield sql.field_meta(ref, path, stream_grant)), ref, path)
 
 
 # ---------------------------------------------------------------- records
@@ -361,7 +367,7 @@ def read_record(
     ctx: ReadContext, grant: Grant, record: RecordInput, *, connection_id: str | None = None
 ) -> Op[RecordView]:
     ref, stream_grant, _, _, _ = yield from _resolve(grant, record, connection_id, None)
-    rows = yield Execute(sql.record_preview(ref, stream_grant, ctx.preview_chars))
+    rows = yield sql.record_preview(ref, stream_grant, ctx.preview_chars)
     if not rows:
         raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
     previews = tuple(_preview(row, ctx.preview_chars) for row in rows if row[1] is not None)
@@ -400,7 +406,7 @@ def blob_info(grant: Grant, blob_id: str) -> Op[BlobInfo]:
     if not isinstance(blob_id, str) or not blob_id.startswith("blob_sha256_"):
         raise _blob_not_found(blob_id)
     grant.ensure_usable()
-    rows = yield Execute(sql.blob_visible(list(grant.streams), blob_id))
+    rows = yield sql.blob_visible(list(grant.streams), blob_id)
     if not rows:
         raise _blob_not_found(blob_id)
     found, sha, mime_type, size = rows[0]
@@ -421,5 +427,5 @@ def read_blob_range(
         )
     info = yield from blob_info(grant, blob_id)
     start = min(offset_bytes, info.size_bytes)
-    rows = yield Execute(sql.blob_range(info.blob_id, start, length_bytes))
+    rows = yield sql.blob_range(info.blob_id, start, length_bytes)
     return BlobRange(info, start, b"".join(bytes(row[0]) for row in rows or ()))

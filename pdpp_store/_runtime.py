@@ -93,9 +93,8 @@ def _reply(result: Any) -> Rows | None:
 
 
 def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
-    with engine.connect() as conn:
-        if write:
-            conn = conn.execution_options(**{_WRITE: True})
+    with engine.connect() as plain:
+        conn = plain.execution_options(**{_WRITE: True}) if write else plain
         try:
             request = next(op)
             while True:
@@ -115,9 +114,8 @@ def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
 
 
 async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T:
-    async with engine.connect() as conn:
-        if write:
-            conn = await conn.execution_options(**{_WRITE: True})
+    async with engine.connect() as plain:
+        conn = await plain.execution_options(**{_WRITE: True}) if write else plain
         try:
             request = next(op)
             while True:
@@ -139,7 +137,9 @@ async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T
 def sync_url(url: str) -> str:
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql":
-        return str(parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False))
+        return str(
+            parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+        )
     if parsed.get_backend_name() == "sqlite":
         return str(parsed.set(drivername="sqlite").render_as_string(hide_password=False))
     raise StoreError("invalid_request", f"unsupported database URL scheme {parsed.drivername!r}")

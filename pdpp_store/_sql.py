@@ -1,18 +1,23 @@
 """Statement builders: SQLAlchemy Core statements, built here and executed elsewhere.
 
 Rules:
-1. Nothing here executes anything; `_ops` yields these statements to a driver.
-2. Dialect spelling lives here alone, as constructs compiled per dialect (`strpos`, `greatest`,
+1. Nothing here executes anything: builders return `Execute(statement, params)` values that the
+   operations yield to a driver.
+2. Statements are templates with bound parameters, built once per shape (which optional grant
+   terms are present) and cached, so a read costs one cached compile, not an expression build.
+3. Dialect spelling lives here alone, as constructs compiled per dialect (`strpos`, `greatest`,
    `least`), never as `if dialect == ...` in the operations.
-3. Every statement that reads record data carries the grant's visibility condition
+4. Every statement that reads record data carries the grant's visibility condition
    (`visible_records`): connection, stream, not deleted, `resources`, time constraint. A hidden
    record therefore produces no row at all, exactly like a missing one.
-4. No statement returns more of a field than asked: window text is cut by `substr` on each chunk
+5. No statement returns more of a field than asked: window text is cut by `substr` on each chunk
    in SQL; a match scan returns one chunk number and one position.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
@@ -26,6 +31,7 @@ from sqlalchemy import (
     bindparam,
     delete,
     exists,
+    false,
     func,
     insert,
     literal,
@@ -41,24 +47,34 @@ from sqlalchemy.sql.functions import GenericFunction
 from ._fields import FieldKind
 from ._grants import StreamGrant
 from ._identity import RecordRef
-from ._schema import BLOB_CHUNK_BYTES, blob_chunks, blobs, connections, field_chunks, fields, records, streams
+from ._runtime import Execute
+from ._schema import (
+    BLOB_CHUNK_BYTES,
+    blob_chunks,
+    blobs,
+    connections,
+    field_chunks,
+    fields,
+    records,
+    streams,
+)
 from ._values import CHUNK_CHARS
 
 TEXT_LIKE_KINDS = (FieldKind.TEXT.value, FieldKind.JSON.value)
 
 
-class strpos(GenericFunction[int]):  # noqa: N801 - SQL function name
+class strpos(GenericFunction[int]):
     """1-based position of the second argument in the first, 0 when absent; code points."""
 
     type = Integer()
     inherit_cache = True
 
 
-class greatest(GenericFunction[Any]):  # noqa: N801
+class greatest(GenericFunction[Any]):
     inherit_cache = True
 
 
-class least(GenericFunction[Any]):  # noqa: N801
+class least(GenericFunction[Any]):
     inherit_cache = True
 
 
@@ -80,20 +96,42 @@ def _least_sqlite(element: least, compiler: SQLCompiler, **kw: Any) -> str:
 # ---------------------------------------------------------------- catalogue
 
 
-def stream_spec(connection_id: str, stream: str) -> Select[Any]:
+def stream_spec(connection_id: str, stream: str) -> Execute:
+    return Execute(_stream_spec(), {"r_conn": connection_id, "r_stream": stream})
+
+
+@cache
+def _stream_spec() -> Select[Any]:
     return (
         select(streams.c.primary_key, streams.c.consent_time_field, streams.c.hints)
-        .select_from(connections.join(streams, streams.c.connector_id == connections.c.connector_id))
-        .where(connections.c.connection_id == connection_id, streams.c.stream == stream)
+        .select_from(
+            connections.join(streams, streams.c.connector_id == connections.c.connector_id)
+        )
+        .where(
+            connections.c.connection_id == bindparam("r_conn"),
+            streams.c.stream == bindparam("r_stream"),
+        )
     )
 
 
-def connection_exists(connection_id: str) -> Select[Any]:
-    return select(connections.c.connector_id).where(connections.c.connection_id == connection_id)
+def connection_exists(connection_id: str) -> Execute:
+    return Execute(_connection_exists(), {"r_conn": connection_id})
 
 
-def stream_declared_anywhere(stream: str) -> Select[Any]:
-    return select(literal(1)).where(streams.c.stream == stream).limit(1)
+@cache
+def _connection_exists() -> Select[Any]:
+    return select(connections.c.connector_id).where(
+        connections.c.connection_id == bindparam("r_conn")
+    )
+
+
+def stream_declared_anywhere(stream: str) -> Execute:
+    return Execute(_stream_declared_anywhere(), {"r_stream": stream})
+
+
+@cache
+def _stream_declared_anywhere() -> Select[Any]:
+    return select(literal(1)).where(streams.c.stream == bindparam("r_stream")).limit(1)
 
 
 # ---------------------------------------------------------------- visibility
@@ -107,39 +145,82 @@ def _same_record(table: Any, other: Any) -> ColumnElement[bool]:
     )
 
 
-def visible_records(grant: StreamGrant, connection_id: str | None = None) -> ColumnElement[bool]:
-    """The grant's terms for one stream as a condition on `records` (Rule 3)."""
+@dataclass(frozen=True, slots=True)
+class GrantShape:
+    """Which of a stream grant's optional terms are present: the key of a cached statement."""
+
+    instances: bool
+    resources: bool
+    time_field: bool
+    since: bool
+    until: bool
+
+    @classmethod
+    def of(cls, grant: StreamGrant) -> GrantShape:
+        time = grant.time_constraint
+        return cls(
+            grant.instance_ids is not None,
+            grant.resources is not None,
+            time is not None,
+            time is not None and time.since is not None,
+            time is not None and time.until is not None,
+        )
+
+
+def grant_params(grant: StreamGrant, prefix: str = "g") -> dict[str, Any]:
+    params: dict[str, Any] = {f"{prefix}_stream": grant.name}
+    if grant.instance_ids is not None:
+        params[f"{prefix}_instances"] = list(grant.instance_ids)
+    if grant.resources is not None:
+        params[f"{prefix}_resources"] = sorted(grant.resources)
+    time = grant.time_constraint
+    if time is not None:
+        params[f"{prefix}_time_field"] = time.field
+        params[f"{prefix}_since"] = time.since
+        params[f"{prefix}_until"] = time.until
+    return params
+
+
+def visible_records(shape: GrantShape, prefix: str = "g") -> ColumnElement[bool]:
+    """A stream grant's terms as a condition on `records` (Rule 4), parameters named by
+    `grant_params` with the same prefix."""
     conditions: list[ColumnElement[bool]] = [
-        records.c.stream == grant.name,
+        records.c.stream == bindparam(f"{prefix}_stream"),
         records.c.deleted == False,  # noqa: E712 - SQL comparison
     ]
-    if connection_id is not None:
-        conditions.append(records.c.connection_id == connection_id)
-    if grant.instance_ids is not None:
-        conditions.append(records.c.connection_id.in_(grant.instance_ids))
-    if grant.resources is not None:
-        conditions.append(records.c.record_id.in_(sorted(grant.resources)))
-    constraint = grant.time_constraint
-    if constraint is not None:
-        timed = fields.alias("timed")
+    if shape.instances:
+        conditions.append(
+            records.c.connection_id.in_(bindparam(f"{prefix}_instances", expanding=True))
+        )
+    if shape.resources:
+        conditions.append(records.c.record_id.in_(bindparam(f"{prefix}_resources", expanding=True)))
+    if shape.time_field:
+        timed = fields.alias(f"{prefix}_timed")
         bounds: list[ColumnElement[bool]] = [
             _same_record(timed, records),
-            timed.c.path == constraint.field,
+            timed.c.path == bindparam(f"{prefix}_time_field"),
             timed.c.time_value.is_not(None),
         ]
-        if constraint.since is not None:
-            bounds.append(timed.c.time_value >= constraint.since)
-        if constraint.until is not None:
-            bounds.append(timed.c.time_value < constraint.until)
+        if shape.since:
+            bounds.append(timed.c.time_value >= bindparam(f"{prefix}_since"))
+        if shape.until:
+            bounds.append(timed.c.time_value < bindparam(f"{prefix}_until"))
         conditions.append(exists().where(*bounds))
     return and_(*conditions)
 
 
-def _record_is(ref: RecordRef) -> ColumnElement[bool]:
+def _record_params(ref: RecordRef, path: str | None = None) -> dict[str, Any]:
+    params = {"r_conn": ref.connection_id, "r_stream": ref.stream, "r_id": ref.record_id}
+    if path is not None:
+        params["f_path"] = path
+    return params
+
+
+def _record_is(table: Any = records) -> ColumnElement[bool]:
     return and_(
-        records.c.connection_id == ref.connection_id,
-        records.c.stream == ref.stream,
-        records.c.record_id == ref.record_id,
+        table.c.connection_id == bindparam("r_conn"),
+        table.c.stream == bindparam("r_stream"),
+        table.c.record_id == bindparam("r_id"),
     )
 
 
@@ -153,7 +234,7 @@ FIELD_META = (
     fields.c.mime_type,
     fields.c.blob_id,
 )
-"""The columns `_ops.field_info` turns into a `FieldInfo`, in this order."""
+"""The columns `_reads` turns into a `FieldInfo`, in this order."""
 
 
 # ---------------------------------------------------------------- field reads
@@ -163,60 +244,95 @@ def field_window(
     ref: RecordRef,
     path: str,
     grant: StreamGrant,
+    *,
     start: int,
     limit: int,
     digest_prefix: str | None = None,
-) -> Select[Any]:
+) -> Execute:
     """One statement: the field's metadata and the window [start, start+limit) cut from its
     chunks. Rows are ordered by chunk; a visible record without the field gives one row of
     NULLs; an invisible record gives none. With `digest_prefix`, chunks join only while the
     field's digest still starts with it, so text that changed never crosses into Python."""
     end = start + limit
-    first, last = start // CHUNK_CHARS, (end - 1) // CHUNK_CHARS
+    params = {
+        **_record_params(ref, path),
+        **grant_params(grant),
+        "w_first": start // CHUNK_CHARS,
+        "w_last": (end - 1) // CHUNK_CHARS,
+        "w_start": start,
+        "w_end": end,
+    }
+    if digest_prefix is not None:
+        params["w_prefix"] = digest_prefix
+        params["w_prefix_len"] = len(digest_prefix)
+    return Execute(_field_window(GrantShape.of(grant), digest_prefix is not None), params)
+
+
+@cache
+def _field_window(shape: GrantShape, with_prefix: bool) -> Select[Any]:
     base = field_chunks.c.chunk_no * CHUNK_CHARS
-    piece_start = greatest(start - base, 0)
-    piece_end = least(end - base, CHUNK_CHARS)
+    piece_start = greatest(bindparam("w_start", type_=Integer) - base, 0)
+    piece_end = least(bindparam("w_end", type_=Integer) - base, CHUNK_CHARS)
     chunk_join = and_(
         _same_record(field_chunks, fields),
         field_chunks.c.path == fields.c.path,
-        field_chunks.c.chunk_no.between(first, last),
+        field_chunks.c.chunk_no.between(bindparam("w_first"), bindparam("w_last")),
         fields.c.kind.in_(TEXT_LIKE_KINDS),
     )
-    if digest_prefix is not None:
-        current = func.substr(fields.c.digest, 1, len(digest_prefix))
-        chunk_join = and_(chunk_join, current == digest_prefix)
+    if with_prefix:
+        current = func.substr(fields.c.digest, 1, bindparam("w_prefix_len", type_=Integer))
+        chunk_join = and_(chunk_join, current == bindparam("w_prefix"))
+    field_join = and_(_same_record(fields, records), fields.c.path == bindparam("f_path"))
     return (
         select(
             *FIELD_META,
             func.substr(field_chunks.c.text, piece_start + 1, piece_end - piece_start),
         )
-        .select_from(
-            records.outerjoin(fields, and_(_same_record(fields, records), fields.c.path == path))
-            .outerjoin(field_chunks, chunk_join)
-        )
-        .where(_record_is(ref), visible_records(grant))
+        .select_from(records.outerjoin(fields, field_join).outerjoin(field_chunks, chunk_join))
+        .where(_record_is(), visible_records(shape))
         .order_by(field_chunks.c.chunk_no)
     )
 
 
-def field_meta(ref: RecordRef, path: str, grant: StreamGrant) -> Select[Any]:
-    return field_window(ref, path, grant, 0, 1).with_only_columns(*FIELD_META).limit(1)
+def field_meta(ref: RecordRef, path: str, grant: StreamGrant) -> Execute:
+    params = {**_record_params(ref, path), **grant_params(grant)}
+    return Execute(_field_meta(GrantShape.of(grant)), params)
 
 
-def match_scan(
-    ref: RecordRef, path: str, grant: StreamGrant, digest: str, needle: str
-) -> Select[Any]:
+@cache
+def _field_meta(shape: GrantShape) -> Select[Any]:
+    field_join = and_(_same_record(fields, records), fields.c.path == bindparam("f_path"))
+    return (
+        select(*FIELD_META)
+        .select_from(records.outerjoin(fields, field_join))
+        .where(_record_is(), visible_records(shape))
+    )
+
+
+def match_scan(ref: RecordRef, path: str, grant: StreamGrant, digest: str, needle: str) -> Execute:
     """The first chunk whose folded text, extended by the next chunk's first `len(needle) - 1`
     code points, contains the folded needle; and the 1-based position there. Scans in chunk
     order and stops at the first hit."""
+    params = {
+        **_record_params(ref, path),
+        **grant_params(grant),
+        "m_digest": digest,
+        "m_needle": needle,
+        "m_overlap": len(needle) - 1,
+    }
+    return Execute(_match_scan(GrantShape.of(grant), len(needle) > 1), params)
+
+
+@cache
+def _match_scan(shape: GrantShape, overlapping: bool) -> Select[Any]:
     nxt = field_chunks.alias("nxt")
-    here = func.coalesce(field_chunks.c.folded, field_chunks.c.text)
-    overlap = len(needle) - 1
-    haystack: ColumnElement[str] = here
-    source = field_chunks
-    if overlap:
-        ahead = func.substr(func.coalesce(nxt.c.folded, nxt.c.text), 1, overlap)
-        haystack = here + func.coalesce(ahead, "")
+    haystack: ColumnElement[str] = func.coalesce(field_chunks.c.folded, field_chunks.c.text)
+    source: Any = field_chunks
+    if overlapping:
+        ahead = func.substr(
+            func.coalesce(nxt.c.folded, nxt.c.text), 1, bindparam("m_overlap", type_=Integer)
+        )
+        haystack = haystack + func.coalesce(ahead, "")
         source = field_chunks.outerjoin(
             nxt,
             and_(
@@ -225,23 +341,19 @@ def match_scan(
                 nxt.c.chunk_no == field_chunks.c.chunk_no + 1,
             ),
         )
-    position = strpos(haystack, needle)
+    position = strpos(haystack, bindparam("m_needle"))
     field_is_current = exists().where(
         _same_record(fields, field_chunks),
-        fields.c.path == path,
-        fields.c.digest == digest,
+        fields.c.path == field_chunks.c.path,
+        fields.c.digest == bindparam("m_digest"),
     )
-    record_is_visible = exists().where(
-        _same_record(records, field_chunks), visible_records(grant)
-    )
+    record_is_visible = exists().where(_same_record(records, field_chunks), visible_records(shape))
     return (
         select(field_chunks.c.chunk_no, position)
         .select_from(source)
         .where(
-            field_chunks.c.connection_id == ref.connection_id,
-            field_chunks.c.stream == ref.stream,
-            field_chunks.c.record_id == ref.record_id,
-            field_chunks.c.path == path,
+            _record_is(field_chunks),
+            field_chunks.c.path == bindparam("f_path"),
             field_is_current,
             record_is_visible,
             position > 0,
@@ -251,13 +363,21 @@ def match_scan(
     )
 
 
-def record_preview(ref: RecordRef, grant: StreamGrant, preview_chars: int) -> Select[Any]:
+def record_preview(ref: RecordRef, grant: StreamGrant, preview_chars: int) -> Execute:
     """The record's version and, per granted field, its metadata, item count and the first
     `preview_chars + 1` code points of text-like fields (one more than shown, to know whether
-    the preview is complete without reading the size)."""
-    field_join = _same_record(fields, records)
+    the preview is complete without reading further)."""
+    params = {**_record_params(ref), **grant_params(grant), "p_chars": preview_chars + 1}
     if grant.fields is not None:
-        field_join = and_(field_join, fields.c.path.in_(sorted(grant.fields)))
+        params["p_fields"] = sorted(grant.fields)
+    return Execute(_record_preview(GrantShape.of(grant), grant.fields is not None), params)
+
+
+@cache
+def _record_preview(shape: GrantShape, projected: bool) -> Select[Any]:
+    field_join = _same_record(fields, records)
+    if projected:
+        field_join = and_(field_join, fields.c.path.in_(bindparam("p_fields", expanding=True)))
     first_chunk = and_(
         _same_record(field_chunks, fields),
         field_chunks.c.path == fields.c.path,
@@ -269,10 +389,10 @@ def record_preview(ref: RecordRef, grant: StreamGrant, preview_chars: int) -> Se
             records.c.version,
             *FIELD_META,
             fields.c.item_count,
-            func.substr(field_chunks.c.text, 1, preview_chars + 1),
+            func.substr(field_chunks.c.text, 1, bindparam("p_chars", type_=Integer)),
         )
         .select_from(records.outerjoin(fields, field_join).outerjoin(field_chunks, first_chunk))
-        .where(_record_is(ref), visible_records(grant))
+        .where(_record_is(), visible_records(shape))
         .order_by(fields.c.path)
     )
 
@@ -280,61 +400,93 @@ def record_preview(ref: RecordRef, grant: StreamGrant, preview_chars: int) -> Se
 # ---------------------------------------------------------------- blobs
 
 
-def blob_visible(grants: list[StreamGrant], blob_id: str) -> Select[Any]:
+def blob_visible(grants: list[StreamGrant], blob_id: str) -> Execute:
     """Blob metadata, only if some record visible under one of `grants` references the blob from
     a field that grant covers."""
+    params: dict[str, Any] = {"b_id": blob_id}
+    shapes = []
+    for number, grant in enumerate(grants):
+        params.update(grant_params(grant, f"g{number}"))
+        if grant.fields is not None:
+            params[f"g{number}_fields"] = sorted(grant.fields)
+        shapes.append((GrantShape.of(grant), grant.fields is not None))
+    return Execute(_blob_visible(tuple(shapes)), params)
+
+
+@cache
+def _blob_visible(shapes: tuple[tuple[GrantShape, bool], ...]) -> Select[Any]:
     referenced = [
         exists().where(
-            fields.c.blob_id == blob_id,
+            fields.c.blob_id == bindparam("b_id"),
             fields.c.kind == FieldKind.BLOB_REF.value,
-            fields.c.path.in_(sorted(g.fields)) if g.fields is not None else true(),
+            fields.c.path.in_(bindparam(f"g{number}_fields", expanding=True))
+            if projected
+            else true(),
             _same_record(records, fields),
-            visible_records(g),
+            visible_records(shape, f"g{number}"),
         )
-        for g in grants
+        for number, (shape, projected) in enumerate(shapes)
     ]
     return select(blobs.c.blob_id, blobs.c.sha256, blobs.c.mime_type, blobs.c.size_bytes).where(
-        blobs.c.blob_id == blob_id, or_(*referenced) if referenced else literal(False)
+        blobs.c.blob_id == bindparam("b_id"), or_(*referenced) if referenced else false()
     )
 
 
-def blob_range(blob_id: str, start: int, length: int) -> Select[Any]:
+def blob_range(blob_id: str, start: int, length: int) -> Execute:
     end = start + length
-    first, last = start // BLOB_CHUNK_BYTES, (end - 1) // BLOB_CHUNK_BYTES
+    params = {
+        "b_id": blob_id,
+        "w_first": start // BLOB_CHUNK_BYTES,
+        "w_last": (end - 1) // BLOB_CHUNK_BYTES,
+        "w_start": start,
+        "w_end": end,
+    }
+    return Execute(_blob_range(), params)
+
+
+@cache
+def _blob_range() -> Select[Any]:
     base = blob_chunks.c.chunk_no * BLOB_CHUNK_BYTES
-    piece_start = greatest(start - base, 0)
-    piece_end = least(end - base, BLOB_CHUNK_BYTES)
+    piece_start = greatest(bindparam("w_start", type_=Integer) - base, 0)
+    piece_end = least(bindparam("w_end", type_=Integer) - base, BLOB_CHUNK_BYTES)
     return (
         select(func.substr(blob_chunks.c.data, piece_start + 1, piece_end - piece_start))
-        .where(blob_chunks.c.blob_id == blob_id, blob_chunks.c.chunk_no.between(first, last))
+        .where(
+            blob_chunks.c.blob_id == bindparam("b_id"),
+            blob_chunks.c.chunk_no.between(bindparam("w_first"), bindparam("w_last")),
+        )
         .order_by(blob_chunks.c.chunk_no)
     )
 
 
-def blob_exists(blob_id: str) -> Select[Any]:
-    return select(blobs.c.blob_id, blobs.c.mime_type, blobs.c.size_bytes).where(
-        blobs.c.blob_id == blob_id
+def blob_exists(blob_id: str) -> Execute:
+    return Execute(
+        select(blobs.c.blob_id, blobs.c.mime_type, blobs.c.size_bytes).where(
+            blobs.c.blob_id == blob_id
+        )
     )
 
 
 # ---------------------------------------------------------------- writes
 
 
-def existing_records(connection_id: str, stream: str, record_ids: list[str]) -> Select[Any]:
-    return select(
-        records.c.record_id, records.c.version, records.c.digest, records.c.deleted
-    ).where(
-        records.c.connection_id == connection_id,
-        records.c.stream == stream,
-        records.c.record_id.in_(record_ids),
+def existing_records(connection_id: str, stream: str, record_ids: list[str]) -> Execute:
+    return Execute(
+        select(records.c.record_id, records.c.version, records.c.digest, records.c.deleted).where(
+            records.c.connection_id == connection_id,
+            records.c.stream == stream,
+            records.c.record_id.in_(record_ids),
+        )
     )
 
 
-def existing_fields(connection_id: str, stream: str, record_ids: list[str]) -> Select[Any]:
-    return select(fields.c.record_id, fields.c.path, fields.c.kind, fields.c.digest).where(
-        fields.c.connection_id == connection_id,
-        fields.c.stream == stream,
-        fields.c.record_id.in_(record_ids),
+def existing_fields(connection_id: str, stream: str, record_ids: list[str]) -> Execute:
+    return Execute(
+        select(fields.c.record_id, fields.c.path, fields.c.kind, fields.c.digest).where(
+            fields.c.connection_id == connection_id,
+            fields.c.stream == stream,
+            fields.c.record_id.in_(record_ids),
+        )
     )
 
 

@@ -119,7 +119,13 @@ class _StoreCore:
         ref = parse_field_window_uri(uri)
         return (
             yield from _reads.read_field_window(
-                self._ctx, grant, ref.record, ref.field, **ref.selector
+                self._ctx,
+                grant,
+                ref.record,
+                ref.field,
+                offset_chars=ref.offset_chars,
+                limit_chars=ref.limit_chars,
+                cursor=ref.cursor,
             )
         )
 

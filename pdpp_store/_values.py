@@ -148,21 +148,41 @@ class EncodedField:
             yield number, text, (None if folded == text else folded)
 
 
-def _encode_string(path: str, value: str, hint_kind: FieldKind | None, hint_mime: str | None) -> EncodedField:
+def _encode_string(
+    path: str, value: str, hint_kind: FieldKind | None, hint_mime: str | None
+) -> EncodedField:
     digest, size_bytes = digest_text(value)
     if "\x00" in value:
         return EncodedField(
-            path, FieldKind.BINARY, "string", json.dumps(value, ensure_ascii=False),
-            len(value), size_bytes, digest, mime_type=hint_mime or _DEFAULT_MIME,
+            path,
+            FieldKind.BINARY,
+            "string",
+            json.dumps(value, ensure_ascii=False),
+            len(value),
+            size_bytes,
+            digest,
+            mime_type=hint_mime or _DEFAULT_MIME,
         )
     if hint_kind is FieldKind.BASE64 or looks_like_base64(value):
         padding = len(value) - len(value.rstrip("="))
         return EncodedField(
-            path, FieldKind.BASE64, "string", value, len(value),
-            len(value) // 4 * 3 - padding, digest, mime_type=hint_mime or _DEFAULT_MIME,
+            path,
+            FieldKind.BASE64,
+            "string",
+            value,
+            len(value),
+            len(value) // 4 * 3 - padding,
+            digest,
+            mime_type=hint_mime or _DEFAULT_MIME,
         )
     return EncodedField(
-        path, FieldKind.TEXT, "string", value, len(value), size_bytes, digest,
+        path,
+        FieldKind.TEXT,
+        "string",
+        value,
+        len(value),
+        size_bytes,
+        digest,
         time_value=normalize_instant(value),
     )
 
@@ -187,10 +207,20 @@ def encode_field(path: str, value: Any, spec: StreamSpec, record_label: str) -> 
     items = len(value) if isinstance(value, list | dict) else None
     if _is_blob_ref(value) and hint_kind in (FieldKind.BLOB_REF, None):
         return EncodedField(
-            path, FieldKind.BLOB_REF, "object", stored, len(stored), value["size_bytes"],
-            digest, items, value["mime_type"], value["blob_id"],
+            path,
+            FieldKind.BLOB_REF,
+            "object",
+            stored,
+            len(stored),
+            value["size_bytes"],
+            digest,
+            items,
+            value["mime_type"],
+            value["blob_id"],
         )
-    return EncodedField(path, FieldKind.JSON, _json_type(value), stored, len(stored), size_bytes, digest, items)
+    return EncodedField(
+        path, FieldKind.JSON, _json_type(value), stored, len(stored), size_bytes, digest, items
+    )
 
 
 def record_id_for(record: Mapping[str, Any], spec: StreamSpec, record_label: str) -> str:

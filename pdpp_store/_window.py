@@ -38,8 +38,8 @@ __all__ = [
     "MatchSelector",
     "OffsetSelector",
     "Selector",
-    "match_window_limit",
     "limit_clamped_warning",
+    "match_window_limit",
     "match_window_start",
     "parse_selector",
     "window_bounds",
@@ -236,8 +236,10 @@ class FieldWindow:
             raise ValueError("text must be the slice [start, start + limit) of the field")
         if (self.match_start_chars is None) != (self.match_end_chars is None):
             raise ValueError("match_start_chars and match_end_chars go together")
-        if self.match_start_chars is not None and self.match_end_chars is not None and not (
-            0 <= self.match_start_chars < self.match_end_chars <= self.total_chars
+        if (
+            self.match_start_chars is not None
+            and self.match_end_chars is not None
+            and not (0 <= self.match_start_chars < self.match_end_chars <= self.total_chars)
         ):
             raise ValueError("the match must lie within the field")
         if (self.next_cursor is None) != (self.next_offset_chars is None):

@@ -233,14 +233,17 @@ def mutants(draw: st.DrawFn, token: str) -> tuple[str, bytes | None]:
         char = draw(st.sampled_from(_ALPHABET))
         return token[:position] + char + token[position + 1 :], None
     else:  # splice with another valid cursor
-        other = _decode(
-            CODEC.mint(
-                BINDING,
-                draw(st.sampled_from([DIGEST, OTHER_DIGEST])),
-                draw(st.integers(min_value=0, max_value=10**6)),
-                draw(st.integers(min_value=1, max_value=16384)),
+        other = (
+            _decode(
+                CODEC.mint(
+                    BINDING,
+                    draw(st.sampled_from([DIGEST, OTHER_DIGEST])),
+                    draw(st.integers(min_value=0, max_value=10**6)),
+                    draw(st.integers(min_value=1, max_value=16384)),
+                )
             )
-        ) or b""
+            or b""
+        )
         cut = draw(st.integers(min_value=0, max_value=len(other)))
         return _encode(bytes(data[:cut] + other[cut:])), other
     return _encode(bytes(data)), None

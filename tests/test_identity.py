@@ -26,7 +26,7 @@ from pdpp_store._identity import (
 
 _chars = st.one_of(
     st.characters(blacklist_characters="/\\\x00", blacklist_categories=["Cs"]),
-    st.sampled_from(':"\' .名🙂é'),
+    st.sampled_from(":\"' .名🙂é"),
 )
 
 
@@ -128,7 +128,9 @@ def test_record_uri_round_trip(ref: RecordRef) -> None:
     assert parse_record_ref(ref.uri) == ref
     assert parse_record_ref(ref.uri, connection_id=ref.connection_id) == ref
     assert parse_record_ref(ref) is ref
-    assert set(ref.handle) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    assert set(ref.handle) <= set(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    )
 
 
 @given(record_refs, field_paths, _selector_args)
@@ -143,7 +145,9 @@ def test_field_window_uri_round_trip(
 
 def test_field_window_handle_layout() -> None:
     window = FieldWindowRef(RecordRef("c", "s", "r"), "a/b", limit_chars=10, offset_chars=5)
-    assert window.handle == _raw_handle(["c", "s", "r", "a/b", {"offset_chars": 5, "limit_chars": 10}])
+    assert window.handle == _raw_handle(
+        ["c", "s", "r", "a/b", {"offset_chars": 5, "limit_chars": 10}]
+    )
     bare = FieldWindowRef(RecordRef("c", "s", "r"), "body")
     assert parse_field_window_uri(bare.uri) == bare
 
@@ -153,7 +157,9 @@ def test_field_window_handle_layout() -> None:
 
 def test_legacy_form_with_and_without_connection() -> None:
     assert parse_record_ref("emails:e1:x") == UnscopedRecordRef("emails", "e1:x")
-    assert parse_record_ref("emails:e1", connection_id="cin_a") == RecordRef("cin_a", "emails", "e1")
+    assert parse_record_ref("emails:e1", connection_id="cin_a") == RecordRef(
+        "cin_a", "emails", "e1"
+    )
     unscoped = UnscopedRecordRef("emails", "e1")
     assert unscoped.id == "emails:e1"
     assert parse_record_ref(unscoped) is unscoped
@@ -291,7 +297,11 @@ def test_random_text_as_record_ref_is_a_typed_error_or_a_ref(value: str) -> None
             assert ref.id == value
 
 
-@given(st.one_of(st.text(), st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")))
+@given(
+    st.one_of(
+        st.text(), st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    )
+)
 def test_random_handles_are_typed_errors(handle: str) -> None:
     for parse, prefix in (
         (parse_record_uri, "pdpp://record/"),

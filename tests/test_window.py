@@ -165,8 +165,9 @@ def _window(text: str, offset: int, limit: int, **extra: Any) -> FieldWindow:
         "next_cursor": "n" if end < len(text) else None,
         "previous_cursor": "p" if start > 0 else None,
     }
-    return FieldWindow("cin_a", "emails", "e1", info, piece, len(text), start, limit,
-                       **(cursors | extra))
+    return FieldWindow(
+        "cin_a", "emails", "e1", info, piece, len(text), start, limit, **(cursors | extra)
+    )
 
 
 def _math(window: FieldWindow) -> tuple[Any, ...]:
@@ -208,22 +209,49 @@ def test_astral_characters_count_as_one() -> None:
 
 
 def test_envelope_shape() -> None:
-    window = _window("x" * 20, 0, 8, match_start_chars=2, match_end_chars=4,
-                     warnings=(limit_clamped_warning(),))
+    window = _window(
+        "x" * 20, 0, 8, match_start_chars=2, match_end_chars=4, warnings=(limit_clamped_warning(),)
+    )
     envelope = window.to_dict()
-    assert list(envelope) == ["object", "stream", "record_id", "connection_id", "field", "window",
-                              "meta"]
+    assert list(envelope) == [
+        "object",
+        "stream",
+        "record_id",
+        "connection_id",
+        "field",
+        "window",
+        "meta",
+    ]
     assert envelope["object"] == "field_window"
     assert envelope["field"] == window.field.to_dict()
     assert list(envelope["window"]) == [
-        "text", "total_chars", "start_chars", "end_chars", "limit_chars", "complete", "has_more",
-        "match_start_chars", "match_end_chars", "next_offset_chars", "previous_offset_chars",
-        "next_cursor", "previous_cursor",
+        "text",
+        "total_chars",
+        "start_chars",
+        "end_chars",
+        "limit_chars",
+        "complete",
+        "has_more",
+        "match_start_chars",
+        "match_end_chars",
+        "next_offset_chars",
+        "previous_offset_chars",
+        "next_cursor",
+        "previous_cursor",
     ]
     assert envelope["window"] | {"text": None} == {
-        "text": None, "total_chars": 20, "start_chars": 0, "end_chars": 8, "limit_chars": 8,
-        "complete": False, "has_more": True, "match_start_chars": 2, "match_end_chars": 4,
-        "next_offset_chars": 8, "previous_offset_chars": None, "next_cursor": "n",
+        "text": None,
+        "total_chars": 20,
+        "start_chars": 0,
+        "end_chars": 8,
+        "limit_chars": 8,
+        "complete": False,
+        "has_more": True,
+        "match_start_chars": 2,
+        "match_end_chars": 4,
+        "next_offset_chars": 8,
+        "previous_offset_chars": None,
+        "next_cursor": "n",
         "previous_cursor": None,
     }
     assert envelope["meta"] == {"warnings": [CLAMPED]}
