@@ -189,15 +189,14 @@ def _decode(handle: str, param: str, what: str) -> list[Any]:
         raise _invalid(param, what)
     try:
         data = base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4))
-        parts = json.loads(data.decode("utf-8"))
-        canonical = isinstance(parts, list) and _encode(parts) == handle
+        parts: object = json.loads(data.decode("utf-8"))
+        if isinstance(parts, list) and _encode(parts) == handle:
+            return parts
     except (binascii.Error, ValueError, RecursionError, UnicodeError):
         # ValueError covers JSON errors and over-long integers; UnicodeError covers bad UTF-8
-        # and lone surrogates smuggled in as JSON escapes.
-        raise _invalid(param, what) from None
-    if not canonical:
-        raise _invalid(param, what)
-    return parts  # type: ignore[no-any-return]
+        # and lone surrogates smuggled in as JSON escapes (they cannot be re-encoded).
+        pass
+    raise _invalid(param, what)
 
 
 def record_handle(ref: RecordRef) -> str:

@@ -237,12 +237,19 @@ def record_id_for(record: Mapping[str, Any], spec: StreamSpec, record_label: str
         record_id = values[0] if isinstance(values[0], str) else canonical_json(values[0])
     else:
         record_id = canonical_json(values)
+    key_name = spec.primary_key[0] if len(spec.primary_key) == 1 else list(spec.primary_key)
     if not _encodable(record_id):
-        raise _bad_record(record_label, "primary key holds invalid Unicode", spec.primary_key[0])
+        raise _bad_record(
+            record_label, f"primary key {key_name!r} holds invalid Unicode", spec.primary_key[0]
+        )
     try:
         return validate_safe_name(record_id, "record_id")
     except BadRequest as exc:
-        raise _bad_record(record_label, exc.message, spec.primary_key[0]) from None
+        raise _bad_record(
+            record_label,
+            f"primary key {key_name!r} is not a safe id: {exc.message}",
+            spec.primary_key[0],
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)

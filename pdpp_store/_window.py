@@ -72,6 +72,12 @@ def _check_int(value: object, param: str, low: int, high: int | None = None) -> 
     return value
 
 
+def _context_chars(value: object, param: str) -> int:
+    if value is None:
+        return DEFAULT_CONTEXT_CHARS
+    return _check_int(value, param, 0, MAX_CONTEXT_CHARS)
+
+
 def _check_optional_limit(limit_chars: int | None) -> None:
     if limit_chars is not None:
         _check_int(limit_chars, "limit_chars", 1, MAX_LIMIT_CHARS)
@@ -162,12 +168,8 @@ def parse_selector(
     elif q is not None:
         if not isinstance(q, str):
             raise _invalid("q", "must be a non-empty string")
-        before, after = (
-            DEFAULT_CONTEXT_CHARS
-            if value is None
-            else _check_int(value, param, 0, MAX_CONTEXT_CHARS)
-            for param, value in (("before_chars", before_chars), ("after_chars", after_chars))
-        )
+        before = _context_chars(before_chars, "before_chars")
+        after = _context_chars(after_chars, "after_chars")
         selector = MatchSelector(q, before, after, limit)
     else:
         offset = 0 if offset_chars is None else _check_int(offset_chars, "offset_chars", 0)

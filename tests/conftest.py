@@ -48,12 +48,21 @@ def pytest_configure(config: pytest.Config) -> None:
 # --- Postgres: one server per session, one template, one database per test -----------------------
 
 
+_servers_used: list[PostgresServer] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for server in _servers_used:
+        terminalreporter.write_line(f"postgres: {server.source} server at {server.url}")
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PostgresServer]:
     try:
         server = find_server()
     except Unavailable as why:
         unavailable(str(why))
+    _servers_used.append(server)
     try:
         yield server
     finally:

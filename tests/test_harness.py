@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from _fronts import BlockingAsyncStore
 from _postgres import (
+    ENV_SOURCE,
     ENV_URL,
     PostgresServer,
     Unavailable,
@@ -71,8 +72,15 @@ def test_a_refused_connection_falls_through_at_once() -> None:
 
 
 def test_an_explicit_url_is_final(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_SOURCE, raising=False)
     monkeypatch.setenv(ENV_URL, f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/x")
     with pytest.raises(Unavailable, match=ENV_URL):
+        find_server()
+
+
+def test_an_unknown_source_name_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_SOURCE, "nowhere")
+    with pytest.raises(ValueError, match="expected one of env, local, docker, initdb"):
         find_server()
 
 
@@ -80,6 +88,7 @@ def test_an_explicit_url_is_final(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_explicit_url_comes_first(
     monkeypatch: pytest.MonkeyPatch, pg_server: PostgresServer
 ) -> None:
+    monkeypatch.delenv(ENV_SOURCE, raising=False)
     monkeypatch.setenv(ENV_URL, pg_server.url)
     found = find_server()
     try:

@@ -274,7 +274,7 @@ def test_envelope_shape() -> None:
 def test_window_refuses_inconsistent_values(changes: dict[str, Any]) -> None:
     good = _window("abcde", 0, 3)
     fields = {name: getattr(good, name) for name in FieldWindow.__dataclass_fields__}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"must|go together"):
         FieldWindow(**(fields | changes))
 
 
