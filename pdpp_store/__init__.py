@@ -4,7 +4,15 @@ The public surface; everything else lives in private modules. See README.md and 
 """
 
 from ._cursor import CursorCodec, CursorKey
-from ._errors import BadRequest, Conflict, Forbidden, NotFound, StoreError, Unprocessable
+from ._errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    NotFound,
+    StoreError,
+    Unavailable,
+    Unprocessable,
+)
 from ._fields import FieldInfo, FieldKind
 from ._folding import fold
 from ._grants import Grant, StreamGrant, TimeConstraint
@@ -36,6 +44,7 @@ __all__ = [
     "StoreError",
     "StreamGrant",
     "TimeConstraint",
+    "Unavailable",
     "Unprocessable",
     "UnscopedRecordRef",
     "UpsertResult",

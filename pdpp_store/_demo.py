@@ -24,6 +24,8 @@ from importlib.resources import files
 from time import perf_counter
 from typing import Any, TypeVar
 
+from sqlalchemy.engine import make_url
+
 from ._errors import StoreError
 from ._grants import Grant
 from ._identity import RecordRef
@@ -455,7 +457,7 @@ class _Walk:
 
 def run_demo(url: str, echo: Echo) -> None:
     """Open the store at `url`, load the demo data and walk the content ladder, printing it."""
-    echo(f"pdpp-store demo on {url}")
+    echo(f"pdpp-store demo on {make_url(url).render_as_string(hide_password=True)}")
     echo("")
     with Store.open(url) as store:
         _Walk(store, echo).run()

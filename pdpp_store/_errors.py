@@ -9,7 +9,9 @@
     ├── NotFound (404)              not_found, field_not_found, query_not_found,
     │                               stream_not_declared, connection_not_found, blob_not_found
     ├── Conflict (409)              stale_cursor, ambiguous_connection, conflicting_connection_id
-    └── Unprocessable (422)         field_not_text
+    ├── Unprocessable (422)         field_not_text
+    └── Unavailable (503)           storage_unavailable, storage_busy, storage_error
+                                    (and write_conflict is a Conflict: retry)
 
 Rules:
 1. `code` is stable and machine-readable; `message` is for people and names the parameter, field
@@ -31,6 +33,7 @@ __all__ = [
     "Forbidden",
     "NotFound",
     "StoreError",
+    "Unavailable",
     "Unprocessable",
 ]
 
@@ -94,3 +97,10 @@ class Conflict(StoreError):
 class Unprocessable(StoreError):
     http_status = 422
     error_type = "unprocessable_error"
+
+
+class Unavailable(StoreError):
+    """The database could not be reached or refused the operation; the request may be retried."""
+
+    http_status = 503
+    error_type = "api_error"

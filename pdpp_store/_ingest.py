@@ -275,15 +275,22 @@ def upsert_records(
     spec = yield from load_stream(connection_id, stream)
     result = UpsertResult()
     position = 0
-    for batch in _batched(items, batch_size):
+    batches = _batched(items, batch_size)
+    while True:
         encoded: dict[str, EncodedRecord] = {}
         try:
+            batch = next(batches, None)
+            if batch is None:
+                break
             for item in batch:
                 record = encode_record(item, spec, position)
                 encoded[record.record_id] = record  # the last of duplicates in a batch wins
                 position += 1
         except StoreError as exc:
-            exc.details["committed"] = result.to_dict()
+            exc.details.update(index=position, committed=result.to_dict())
+            raise
+        except Exception as exc:  # the caller's iterable failed: say what is already stored
+            exc.add_note(f"pdpp_store: records committed before this: {result.to_dict()}")
             raise
         ids = list(encoded)
         existing = {

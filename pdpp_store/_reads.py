@@ -36,6 +36,7 @@ from ._runtime import Op
 from ._values import CHUNK_CHARS
 from ._window import (
     DEFAULT_LIMIT_CHARS,
+    MAX_LIMIT_CHARS,
     CursorSelector,
     FieldWindow,
     MatchSelector,
@@ -63,6 +64,10 @@ PREVIEW_CHARS = 1024
 """Text (or JSON text) up to this many code points is returned whole by `read_record`; longer
 values come back as a preview of this length plus the arguments of the window read that
 continues it."""
+
+_MAX_SQL_OFFSET = 2**31 - 1 - MAX_LIMIT_CHARS
+"""The largest window offset sent to SQL: `offset + limit` stays a 32-bit integer. Chunk
+arithmetic is 32-bit on Postgres anyway, so no readable field is longer than this."""
 
 MAX_BLOB_RANGE_BYTES = 1 << 20
 _DIGEST_PREFIX_CHARS = len("sha256:") + 32
@@ -229,8 +234,15 @@ def read_field_window(
     else:
         assert isinstance(chosen, OffsetSelector)
         start, limit, prefix = chosen.offset_chars, chosen.limit_chars, None
+    # Every offset at or past the field's end reads the same empty window, so the statement
+    # gets an offset its SQL arithmetic can hold (Postgres `substr` takes 32-bit integers).
     rows = yield sql.field_window(
-        ref, path, stream_grant, start=start, limit=limit, digest_prefix=prefix
+        ref,
+        path,
+        stream_grant,
+        start=min(start, _MAX_SQL_OFFSET),
+        limit=limit,
+        digest_prefix=prefix,
     )
     info = _text_like(_present(rows, ref, path), ref)
     if prefix is not None and not info.digest.startswith(prefix):
@@ -350,7 +362,7 @@ def _preview(row: tuple[Any, ...], bound: int) -> FieldPreview:
     if not info.text_like:
         return FieldPreview(info, "binary-only", item_count=item_count)
     head = head or ""
-    if len(head) <= bound:
+    if info.size_chars <= bound:
         value = head if info.kind is FieldKind.TEXT else json.loads(head)
         return FieldPreview(info, "complete", value)
     preview = head[:bound]

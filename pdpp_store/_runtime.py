@@ -19,18 +19,19 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.base import Executable
 
-from ._errors import Conflict, StoreError
+from ._errors import BadRequest, Conflict, StoreError, Unavailable
 
 __all__ = [
     "COMMIT",
@@ -40,6 +41,7 @@ __all__ = [
     "async_url",
     "install_sqlite_hooks",
     "migrate",
+    "opening",
     "run_async",
     "run_sync",
     "sync_url",
@@ -68,11 +70,6 @@ Op = Generator[Request, Rows | None, T]
 _WRITE = "pdpp_write"
 
 
-class StorageUnavailable(StoreError):
-    http_status = 503
-    error_type = "api_error"
-
-
 def translate_db_error(exc: DBAPIError) -> StoreError:
     """The one place where database exceptions become store errors."""
     sqlstate = getattr(exc.orig, "sqlstate", None)
@@ -82,8 +79,8 @@ def translate_db_error(exc: DBAPIError) -> StoreError:
             "a concurrent write touched the same rows; retry the operation",
         )
     if isinstance(exc, OperationalError) and "locked" in type(exc.orig).__name__.lower():
-        return StorageUnavailable("storage_busy", "the database is busy; retry the operation")
-    return StorageUnavailable(
+        return Unavailable("storage_busy", "the database is busy; retry the operation")
+    return Unavailable(
         "storage_error", f"the database refused the operation ({type(exc.orig).__name__})"
     )
 
@@ -134,6 +131,27 @@ async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T
             op.close()
 
 
+@contextmanager
+def opening(url: str) -> Iterator[None]:
+    """Translate what can go wrong while opening a store: a bad URL, an unreachable server."""
+    try:
+        yield
+    except ArgumentError as exc:
+        raise BadRequest("invalid_request", f"not a database URL: {exc}", param="url") from exc
+    except DBAPIError as exc:
+        raise Unavailable(
+            "storage_unavailable",
+            f"cannot open the database at {_safe(url)} ({type(exc.orig).__name__})",
+        ) from exc
+
+
+def _safe(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "the given URL"
+
+
 def sync_url(url: str) -> str:
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql":
@@ -142,7 +160,11 @@ def sync_url(url: str) -> str:
         )
     if parsed.get_backend_name() == "sqlite":
         return str(parsed.set(drivername="sqlite").render_as_string(hide_password=False))
-    raise StoreError("invalid_request", f"unsupported database URL scheme {parsed.drivername!r}")
+    raise BadRequest(
+        "invalid_request",
+        f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:// or postgresql://",
+        param="url",
+    )
 
 
 def async_url(url: str) -> str:

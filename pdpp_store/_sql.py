@@ -365,9 +365,8 @@ def _match_scan(shape: GrantShape, overlapping: bool) -> Select[Any]:
 
 def record_preview(ref: RecordRef, grant: StreamGrant, preview_chars: int) -> Execute:
     """The record's version and, per granted field, its metadata, item count and the first
-    `preview_chars + 1` code points of text-like fields (one more than shown, to know whether
-    the preview is complete without reading further)."""
-    params = {**_record_params(ref), **grant_params(grant), "p_chars": preview_chars + 1}
+    `preview_chars` (at most `CHUNK_CHARS`) code points of text-like fields."""
+    params = {**_record_params(ref), **grant_params(grant), "p_chars": preview_chars}
     if grant.fields is not None:
         params["p_fields"] = sorted(grant.fields)
     return Execute(_record_preview(GrantShape.of(grant), grant.fields is not None), params)

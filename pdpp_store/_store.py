@@ -35,6 +35,7 @@ from ._runtime import (
     async_url,
     install_sqlite_hooks,
     migrate,
+    opening,
     run_async,
     run_sync,
     sync_url,
@@ -146,12 +147,13 @@ class Store(_StoreCore):
         previous_cursor_secrets: Sequence[bytes] = (),
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> Self:
-        engine = create_engine(sync_url(url))
-        if engine.dialect.name == "sqlite":
-            install_sqlite_hooks(engine)
-        with engine.connect() as conn:
-            migrate(conn)
-            conn.commit()
+        with opening(url):
+            engine = create_engine(sync_url(url))
+            if engine.dialect.name == "sqlite":
+                install_sqlite_hooks(engine)
+            with engine.connect() as conn:
+                migrate(conn)
+                conn.commit()
         stored = run_sync(engine, _ingest.load_cursor_keys(cursor_secret is None), write=True)
         return cls(engine, _codec_from(cursor_secret, previous_cursor_secrets, stored), batch_size)
 
@@ -230,12 +232,13 @@ class AsyncStore(_StoreCore):
         previous_cursor_secrets: Sequence[bytes] = (),
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> Self:
-        engine = create_async_engine(async_url(url))
-        if engine.dialect.name == "sqlite":
-            install_sqlite_hooks(engine.sync_engine)
-        async with engine.connect() as conn:
-            await conn.run_sync(migrate)
-            await conn.commit()
+        with opening(url):
+            engine = create_async_engine(async_url(url))
+            if engine.dialect.name == "sqlite":
+                install_sqlite_hooks(engine.sync_engine)
+            async with engine.connect() as conn:
+                await conn.run_sync(migrate)
+                await conn.commit()
         stored = await run_async(
             engine, _ingest.load_cursor_keys(cursor_secret is None), write=True
         )

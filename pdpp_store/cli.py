@@ -83,13 +83,17 @@ def _echo_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2))
 
 
+def _name(file: IO[bytes]) -> str:
+    name = getattr(file, "name", None)
+    return name if isinstance(name, str) else "<stdin>"
+
+
 def _load_json(file: IO[bytes], param: str) -> Any:
     try:
         return json.load(file)
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
-        raise click.BadParameter(
-            f"{file.name} is not valid JSON: {error}", param_hint=param
-        ) from None
+        message = f"{_name(file)} is not valid JSON: {error}"
+        raise click.BadParameter(message, param_hint=param) from None
 
 
 def _grant(grant_file: IO[bytes] | None, record: str, connection: str | None) -> Grant:
@@ -120,13 +124,18 @@ def _json_lines(file: IO[bytes], advance: Callable[[int], None]) -> Iterator[obj
     Every line is one record (JSON Lines has no blank lines), so the library's "record #N" is
     line N + 1 of the file.
     """
-    name = file.name if isinstance(file.name, str) else "<stdin>"
+    name = _name(file)
     for number, line in enumerate(file, start=1):
         advance(len(line))
         try:
             value = json.loads(line)
-        except ValueError as error:
-            reason = "the line is empty" if not line.strip() else str(error)
+        except ValueError as error:  # JSONDecodeError, or UnicodeDecodeError for non-UTF-8
+            if not line.strip():
+                reason = "the line is empty"
+            elif isinstance(error, json.JSONDecodeError):
+                reason = f"{error.msg} at column {error.colno}"
+            else:
+                reason = "it is not UTF-8"
             raise BadRequest(
                 "invalid_record",
                 f"line {number} of {name} is not valid JSON: {reason}",
@@ -372,6 +381,7 @@ def demo(ctx: click.Context, url: str | None, directory: Path | None) -> None:
     else:
         with tempfile.TemporaryDirectory(prefix="pdpp-store-demo-") as temporary:
             run_demo(f"sqlite:///{Path(temporary) / 'demo.db'}", click.echo)
+        click.echo("(the demo's database was temporary and is gone; --dir DIR keeps it)")
 
 
 def main() -> None:

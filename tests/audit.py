@@ -14,10 +14,15 @@ How it sees (one mechanism for sqlite3, psycopg, aiosqlite and psycopg-async ali
    way. Patching the cursor itself is impossible: sqlite3's cursor is a C type and the async
    adapters' cursors have `__slots__`. The async adapters buffer rows at execute time and serve
    them through the same three methods, so the proxy sees them at the same point.
-3. The one path that bypasses `context.cursor` is an INSERT .. RETURNING run as
+3. Conservative about buffers: when such a cursor is closed with rows left unfetched that the
+   driver already holds in this process (psycopg's client-side cursors keep the whole result;
+   the async adapters buffer it at execute time), those rows are recorded too: they were handed
+   to Python even if nobody looked at them. SQLite's own cursor steps lazily, and server-side
+   cursors hold nothing yet, so theirs are not.
+4. The one path that bypasses `context.cursor` is an INSERT .. RETURNING run as
    "insertmanyvalues" batches, whose rows SQLAlchemy fetches from its local cursor. The audit
    cannot see those rows, so it refuses to pass: leaving the block raises `AuditBlind`.
-4. Hooks are engine-wide while the block runs (every connection of the engine), and removed on
+5. Hooks are engine-wide while the block runs (every connection of the engine), and removed on
    exit, also when the block raises.
 
 `saw` is case-insensitive under the store's own fold (`pdpp_store.fold`): the store keeps a
@@ -29,7 +34,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Self
 
+import psycopg
 from sqlalchemy import Engine, event
+from sqlalchemy.connectors.asyncio import AsyncAdapt_dbapi_cursor
 from sqlalchemy.engine.interfaces import ExecuteStyle
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -70,6 +77,11 @@ class _RecordingCursor:
         self._audit._take(rows)
         return rows
 
+    def close(self) -> None:
+        if _holds_its_result(self._cursor):
+            self._audit._take(self._cursor.fetchall())
+        self._cursor.close()
+
     def __iter__(self) -> Iterator[Any]:
         for row in self._cursor:
             self._audit._take((row,))
@@ -80,6 +92,18 @@ class _RecordingCursor:
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._cursor, name, value)
+
+
+def _holds_its_result(cursor: Any) -> bool:
+    """Whether the driver already holds the rest of the cursor's result in this process."""
+    if isinstance(cursor, AsyncAdapt_dbapi_cursor):
+        return not cursor.server_side
+    return (
+        isinstance(cursor, psycopg.Cursor)
+        and not isinstance(cursor, psycopg.ServerCursor)
+        and not cursor.closed
+        and cursor.description is not None
+    )
 
 
 def _cell(value: object) -> object:
@@ -178,8 +202,7 @@ class BoundaryAudit:
         UTF-8), any statement text, or any str or bytes parameter."""
         needle = fold(substring)
         for value in (*self.values, *self.statements, *self.parameter_values()):
-            if isinstance(value, bytes):
-                value = value.decode("utf-8", "replace")
-            if isinstance(value, str) and needle in fold(value):
+            text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            if isinstance(text, str) and needle in fold(text):
                 return True
         return False

@@ -15,17 +15,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import CursorResult, Row, insert, select
-
 from _fronts import FRONTS, Front, StoreFront
 from audit import AuditBlind, BoundaryAudit
+from sqlalchemy import CursorResult, Row, insert, select
+
 from pdpp_store import AsyncStore, Grant, Store
 from pdpp_store._schema import cursor_keys, field_chunks
 
 CONNECTION = "cin_audit"
 STREAM = "notes"
 RECORD = f"{CONNECTION}/{STREAM}:n1"
-MANIFEST = {"connector_id": "audit-test", "streams": [{"name": STREAM, "primary_key": ["id"]}]}
+CONNECTOR = "audit-test"
+MANIFEST = {"connector_id": CONNECTOR, "streams": [{"name": STREAM, "primary_key": ["id"]}]}
 CANARY = "Canary-7f3a-Ünïcødé-🐤"
 CANARY_AT = 3000
 FILLER = "lorem ipsum dolor sit amet, "
@@ -36,7 +37,7 @@ GRANT = Grant.owner(CONNECTION, STREAM)
 
 def seed(store: StoreFront | Store) -> None:
     store.register_manifest(MANIFEST)
-    store.add_connection(CONNECTION, MANIFEST["connector_id"])
+    store.add_connection(CONNECTION, CONNECTOR)
     store.upsert_records(CONNECTION, STREAM, [{"id": "n1", "title": "t", "body": BODY}])
 
 
@@ -49,17 +50,22 @@ def _chunks_query() -> Any:
 
 
 def _one_by_one(result: CursorResult[Any]) -> list[Row[Any]]:
-    rows = []
+    rows: list[Row[Any]] = []
     while (row := result.fetchone()) is not None:
         rows.append(row)
     return rows
 
 
 def _in_twos(result: CursorResult[Any]) -> list[Row[Any]]:
-    rows = []
+    rows: list[Row[Any]] = []
     while batch := result.fetchmany(2):
         rows.extend(batch)
     return rows
+
+
+def _first_only(result: CursorResult[Any]) -> list[Row[Any]]:
+    row = result.first()  # fetches one row, then closes the cursor with the rest unread
+    return [] if row is None else [row]
 
 
 FETCH_STYLES: dict[str, Callable[[CursorResult[Any]], list[Row[Any]]]] = {
@@ -75,37 +81,46 @@ FETCH_STYLES: dict[str, Callable[[CursorResult[Any]], list[Row[Any]]]] = {
 Seen = dict[str, list[tuple[Any, ...]]]
 
 
-def _audited_sync(url: str) -> tuple[BoundaryAudit, Seen]:
+Styles = dict[str, Callable[[CursorResult[Any]], list[Row[Any]]]]
+
+
+def _audited_sync(url: str, styles: Styles, stream: bool) -> tuple[BoundaryAudit, Seen]:
     seen = {}
-    with Store.open(url) as store, BoundaryAudit(store.engine) as audit:
-        with store.engine.connect() as conn:
-            for style, fetch in FETCH_STYLES.items():
-                seen[style] = [tuple(row) for row in fetch(conn.execute(_chunks_query()))]
+    with (
+        Store.open(url) as store,
+        BoundaryAudit(store.engine) as audit,
+        store.engine.connect() as conn,
+    ):
+        for style, fetch in styles.items():
+            seen[style] = [tuple(row) for row in fetch(conn.execute(_chunks_query()))]
+        if stream:
             streamed = conn.execution_options(stream_results=True, max_row_buffer=2)
-            seen["server-side"] = [tuple(r) for r in _in_twos(streamed.execute(_chunks_query()))]
+            rows = _in_twos(streamed.execute(_chunks_query()))
+            seen["server-side"] = [tuple(row) for row in rows]
     return audit, seen
 
 
-async def _audited_async(url: str) -> tuple[BoundaryAudit, Seen]:
+async def _audited_async(url: str, styles: Styles, stream: bool) -> tuple[BoundaryAudit, Seen]:
     seen = {}
     store = await AsyncStore.open(url)
     try:
         with BoundaryAudit(store.engine) as audit:
             async with store.engine.connect() as conn:
-                for style, fetch in FETCH_STYLES.items():
+                for style, fetch in styles.items():
                     result = await conn.execute(_chunks_query())
                     seen[style] = [tuple(row) for row in fetch(result)]
-                streamed = await conn.stream(_chunks_query())
-                seen["server-side"] = [tuple(row) async for row in streamed]
+                if stream:
+                    streamed = await conn.stream(_chunks_query())
+                    seen["server-side"] = [tuple(row) async for row in streamed]
     finally:
         await store.close()
     return audit, seen
 
 
-AUDITED: dict[Front, Callable[[str], tuple[BoundaryAudit, Seen]]] = {
+AUDITED: dict[Front, Callable[[str, Styles, bool], tuple[BoundaryAudit, Seen]]] = {
     "sync": _audited_sync,
     # Each async run gets an event loop of its own (no pytest-asyncio involved).
-    "async": lambda url: asyncio.run(_audited_async(url)),
+    "async": lambda url, styles, stream: asyncio.run(_audited_async(url, styles, stream)),
 }
 
 
@@ -113,13 +128,34 @@ AUDITED: dict[Front, Callable[[str], tuple[BoundaryAudit, Seen]]] = {
 def test_every_row_of_every_fetch_style_passes_the_audit(db_url: str, front: Front) -> None:
     with Store.open(db_url) as store:
         seed(store)
-    audit, seen = AUDITED[front](db_url)
+    audit, seen = AUDITED[front](db_url, FETCH_STYLES, True)
     for style, rows in seen.items():
         assert len(rows) == CHUNK_COUNT, style
     handed_out = Counter(value for rows in seen.values() for row in rows for value in row)
     assert Counter(audit.values) == handed_out
     assert len(audit.rows) == CHUNK_COUNT * len(seen)
     assert sum(1 for s in audit.statements if "field_chunks" in s) == len(seen)
+
+
+@pytest.mark.parametrize(
+    ("backend", "front", "driver_holds_all"),
+    [
+        ("sqlite", "sync", False),  # sqlite3 steps lazily: unfetched rows were never made
+        ("sqlite", "async", True),  # the aiosqlite adapter buffers every row at execute time
+        pytest.param("postgres", "sync", True, marks=pytest.mark.postgres),  # libpq result
+        pytest.param("postgres", "async", True, marks=pytest.mark.postgres),
+    ],
+)
+def test_rows_left_in_a_driver_buffer_are_counted(
+    request: pytest.FixtureRequest, backend: str, front: Front, driver_holds_all: bool
+) -> None:
+    url: str = request.getfixturevalue(f"{'pg' if backend == 'postgres' else 'sqlite'}_db_url")
+    with Store.open(url) as store:
+        seed(store)
+    audit, seen = AUDITED[front](url, {"first": _first_only}, False)
+    assert seen == {"first": [(0, BODY[:1024])]}
+    assert audit.rows[0] == (0, BODY[:1024])
+    assert (len(audit.rows) == CHUNK_COUNT) is driver_holds_all
 
 
 def test_a_canary_returned_by_a_read_is_seen(store: StoreFront) -> None:
@@ -152,9 +188,15 @@ def test_a_canary_left_in_the_database_is_not_seen(store: StoreFront) -> None:
 def test_hooks_are_removed_on_exit_even_after_an_error(sqlite_store: Store) -> None:
     seed(sqlite_store)
     audit = BoundaryAudit(sqlite_store.engine)
-    with pytest.raises(ZeroDivisionError), audit:
-        sqlite_store.read_field_window(GRANT, RECORD, "body", limit_chars=8)
-        _ = 1 / 0
+
+    def read_then_fail() -> None:
+        with audit:
+            sqlite_store.read_field_window(GRANT, RECORD, "body", limit_chars=8)
+            raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        read_then_fail()
+    assert audit.values
     before = (len(audit.executions), len(audit.values))
     sqlite_store.read_field_window(GRANT, RECORD, "body", offset_chars=CANARY_AT, limit_chars=64)
     assert (len(audit.executions), len(audit.values)) == before
@@ -166,10 +208,14 @@ def test_hooks_are_removed_on_exit_even_after_an_error(sqlite_store: Store) -> N
 def test_rows_it_cannot_see_make_it_fail(db_url: str) -> None:
     """INSERT .. RETURNING of several rows runs as "insertmanyvalues", whose rows SQLAlchemy
     fetches behind the execution context's back: the audit must say so, not pass."""
-    with Store.open(db_url) as store, pytest.raises(AuditBlind):  # noqa: SIM117
-        with BoundaryAudit(store.engine), store.engine.begin() as conn:
-            statement = insert(cursor_keys).returning(cursor_keys.c.key_id)
-            rows = [
-                {"key_id": k, "secret": b"s", "created_at": datetime.now(UTC)} for k in (201, 202)
-            ]
-            conn.execute(statement, rows)
+    statement = insert(cursor_keys).returning(cursor_keys.c.key_id)
+    rows = [{"key_id": k, "secret": b"s", "created_at": datetime.now(UTC)} for k in (201, 202)]
+    with Store.open(db_url) as store:
+        audit = BoundaryAudit(store.engine)
+
+        def insert_returning() -> None:
+            with audit, store.engine.begin() as conn:
+                conn.execute(statement, rows)
+
+        with pytest.raises(AuditBlind, match="insertmanyvalues"):
+            insert_returning()

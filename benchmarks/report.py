@@ -1,0 +1,606 @@
+"""Render a pytest-benchmark JSON run into docs/benchmarks.md and one PNG plot per database.
+
+    python -m benchmarks.report RUN.json [--out DIR]
+
+Every number comes from the one run in RUN.json: medians (p50) per case, and ratios between
+designs measured side by side in that run. Cases are found by their `extra_info` coordinates
+(see `_measure`), never by parsing benchmark names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+BACKENDS = ("sqlite", "postgres")
+BACKEND_TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+KINDS = ("ascii", "mixed")
+POSITIONS = ("start", "middle", "end")
+NEEDLES = ("start", "boundary", "end", "absent")
+MB = 1_000_000
+
+Key = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    suite: str
+    backend: str
+    kind: str
+    size: str
+    chars: int
+    position: str
+    impl: str
+    median: float
+    rounds: int
+    info: dict[str, Any]
+
+
+class Run:
+    """The cases of one run, addressable by (suite, backend, kind, size, position, impl)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.cases: dict[Key, Case] = {}
+        for bench in data.get("benchmarks", []):
+            info = bench.get("extra_info") or {}
+            if "suite" not in info:
+                continue
+            case = Case(
+                info["suite"],
+                info["backend"],
+                info["kind"],
+                info["size"],
+                int(info["chars"]),
+                info.get("position", ""),
+                info["impl"],
+                float(bench["stats"]["median"]),
+                int(bench["stats"]["rounds"]),
+                info,
+            )
+            self.cases[self._key(case)] = case
+
+    @staticmethod
+    def _key(case: Case) -> Key:
+        return (case.suite, case.backend, case.kind, case.size, case.position, case.impl)
+
+    def get(self, *key: str) -> Case | None:
+        """The case at (suite, backend, kind, size, position, impl); position "" if none."""
+        return self.cases.get(key)
+
+    def median(self, *key: str) -> float | None:
+        case = self.get(*key)
+        return case.median if case else None
+
+    def sizes(self, suite: str, backend: str | None = None) -> list[tuple[str, int]]:
+        found = {
+            (c.size, c.chars)
+            for c in self.cases.values()
+            if c.suite == suite and (backend is None or c.backend == backend)
+        }
+        return sorted(found, key=lambda item: item[1])
+
+    def backends(self) -> list[str]:
+        present = {c.backend for c in self.cases.values()}
+        return [b for b in BACKENDS if b in present]
+
+
+# ------------------------------------------------------------------------ formatting
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "n/a"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs" if seconds >= 1e-4 else f"{seconds * 1e6:.1f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms" if seconds < 1e-2 else f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or denominator is None or denominator <= 0:
+        return None
+    return numerator / denominator
+
+
+def fmt_ratio(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if value >= 100:
+        return f"{value:,.0f}x"
+    return f"{value:.1f}x" if value >= 10 else f"{value:.2f}x"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> list[str]:
+    align = align or "l" * len(headers)
+    marks = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(marks) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("met" if ok else "**missed**")
+
+
+# ------------------------------------------------------------------------ sections
+
+
+def window_rows(run: Run, backend: str) -> list[list[str]]:
+    rows = []
+    for kind in KINDS:
+        for size, _ in run.sizes("window", backend):
+            for position in POSITIONS:
+                m = {
+                    impl: run.median("window", backend, kind, size, position, impl)
+                    for impl in (
+                        "library-offset",
+                        "library-cursor",
+                        "floor-offset",
+                        "floor-cursor",
+                        "naive",
+                        "reference",
+                    )
+                }
+                if m["library-offset"] is None:
+                    continue
+                lib = m["library-offset"]
+                rows.append(
+                    [
+                        kind,
+                        size,
+                        position,
+                        fmt_time(lib),
+                        fmt_time(m["library-cursor"]),
+                        fmt_time(m["floor-offset"]),
+                        fmt_ratio(ratio(lib, m["floor-offset"])),
+                        fmt_ratio(ratio(m["library-cursor"], m["floor-cursor"])),
+                        fmt_time(m["naive"]),
+                        fmt_ratio(ratio(m["naive"], lib)),
+                        fmt_time(m["reference"]),
+                        fmt_ratio(ratio(m["reference"], lib)),
+                    ]
+                )
+    return rows
+
+
+WINDOW_HEADERS = (
+    "text",
+    "size",
+    "window at",
+    "library (offset)",
+    "library (cursor)",
+    "raw floor",
+    "offset / floor",
+    "cursor / floor",
+    "naive",
+    "naive / library",
+    "reference",
+    "reference / library",
+)
+
+
+def match_rows(run: Run, backend: str) -> list[list[str]]:
+    rows = []
+    for kind in KINDS:
+        for size, _ in run.sizes("match", backend):
+            for needle in NEEDLES:
+                m = {
+                    impl: run.median("match", backend, kind, size, needle, impl)
+                    for impl in ("library", "floor", "naive", "reference")
+                }
+                if m["library"] is None:
+                    continue
+                rows.append(
+                    [
+                        kind,
+                        size,
+                        needle,
+                        fmt_time(m["library"]),
+                        fmt_time(m["floor"]),
+                        fmt_ratio(ratio(m["library"], m["floor"])),
+                        fmt_time(m["naive"]),
+                        fmt_ratio(ratio(m["naive"], m["library"])),
+                        fmt_time(m["reference"]),
+                        fmt_ratio(ratio(m["reference"], m["library"])),
+                    ]
+                )
+    return rows
+
+
+MATCH_HEADERS = (
+    "text",
+    "size",
+    "needle",
+    "library",
+    "raw floor",
+    "library / floor",
+    "naive",
+    "naive / library",
+    "reference",
+    "reference / library",
+)
+
+
+def record_rows(run: Run, backend: str) -> list[list[str]]:
+    rows = []
+    for kind in KINDS:
+        for size, _ in run.sizes("record", backend):
+            m = {
+                impl: run.median("record", backend, kind, size, "", impl)
+                for impl in ("library", "floor", "naive", "reference")
+            }
+            if m["library"] is None:
+                continue
+            rows.append(
+                [
+                    kind,
+                    size,
+                    fmt_time(m["library"]),
+                    fmt_time(m["floor"]),
+                    fmt_ratio(ratio(m["library"], m["floor"])),
+                    fmt_time(m["naive"]),
+                    fmt_ratio(ratio(m["naive"], m["library"])),
+                    fmt_time(m["reference"]),
+                    fmt_ratio(ratio(m["reference"], m["library"])),
+                ]
+            )
+    return rows
+
+
+RECORD_HEADERS = (
+    "text",
+    "size",
+    "library",
+    "raw floor",
+    "library / floor",
+    "naive",
+    "naive / library",
+    "reference",
+    "reference / library",
+)
+
+
+def throughput(case: Case | None) -> tuple[float, float] | None:
+    """(MB/s of UTF-8, records/s) of an ingestion case."""
+    if case is None or case.median <= 0:
+        return None
+    return case.info["utf8_bytes"] / MB / case.median, case.info["records"] / case.median
+
+
+def ingest_rows(run: Run, backend: str) -> list[list[str]]:
+    rows = []
+    for kind in KINDS:
+        for size, _ in run.sizes("ingest-field", backend):
+            lib = run.get("ingest-field", backend, kind, size, "", "library")
+            raw = run.get("ingest-field", backend, kind, size, "", "raw-insert")
+            lib_tp, raw_tp = throughput(lib), throughput(raw)
+            if lib is None or lib_tp is None:
+                continue
+            rows.append(
+                [
+                    kind,
+                    size,
+                    f"{lib.info['utf8_bytes'] / MB:,.2f}",
+                    fmt_time(lib.median),
+                    f"{lib_tp[0]:.1f}",
+                    f"{raw_tp[0]:.1f}" if raw_tp else "n/a",
+                    fmt_ratio(ratio(raw_tp[0], lib_tp[0])) if raw_tp else "n/a",
+                    str(lib.rounds),
+                ]
+            )
+    return rows
+
+
+INGEST_HEADERS = (
+    "text",
+    "field size",
+    "UTF-8 MB",
+    "library p50",
+    "library MB/s",
+    "raw INSERT MB/s",
+    "raw / library",
+    "rounds",
+)
+
+
+def small_rows(run: Run, backend: str) -> list[list[str]]:
+    rows = []
+    for case in sorted(run.cases.values(), key=lambda c: c.kind):
+        if case.suite != "ingest-small" or case.backend != backend:
+            continue
+        tp = throughput(case)
+        assert tp is not None
+        rows.append(
+            [
+                case.kind,
+                f"{case.info['records']:,} x {case.chars // case.info['records']:,} chars",
+                fmt_time(case.median),
+                f"{tp[1]:,.0f}",
+                f"{tp[0]:.2f}",
+            ]
+        )
+    return rows
+
+
+# ------------------------------------------------------------------------ targets
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    goal: str
+    measure: Callable[[Run, str], tuple[str, bool | None]]
+
+
+def _largest_smallest(run: Run, suite: str, backend: str) -> tuple[str, str] | None:
+    sizes = run.sizes(suite, backend)
+    if len(sizes) < 2:
+        return None
+    return sizes[-1][0], sizes[0][0]
+
+
+def flat(run: Run, backend: str) -> tuple[str, bool | None]:
+    ends = _largest_smallest(run, "window", backend)
+    if ends is None:
+        return "needs two sizes", None
+    big, small = ends
+    worst: tuple[float, str] = (0.0, "")
+    for impl in ("library-offset", "library-cursor"):
+        for kind in KINDS:
+            for position in POSITIONS:
+                value = ratio(
+                    run.median("window", backend, kind, big, position, impl),
+                    run.median("window", backend, kind, small, position, impl),
+                )
+                if value is not None and value > worst[0]:
+                    worst = (value, f"{impl.split('-')[1]}, {kind}, {position}")
+    return f"worst {big}/{small}: {fmt_ratio(worst[0])} ({worst[1]})", worst[0] <= 1.5
+
+
+def near_floor(run: Run, backend: str) -> tuple[str, bool | None]:
+    values = []
+    for case in run.cases.values():
+        if case.suite == "window" and case.backend == backend and case.impl.startswith("library"):
+            floor = run.median(
+                "window",
+                backend,
+                case.kind,
+                case.size,
+                case.position,
+                case.impl.replace("library", "floor"),
+            )
+            value = ratio(case.median, floor)
+            if value is not None:
+                values.append(value)
+    if not values:
+        return "no data", None
+    values.sort()
+    median = values[len(values) // 2]
+    return f"median {fmt_ratio(median)}, worst {fmt_ratio(values[-1])}", values[-1] <= 3
+
+
+def against(baseline: str) -> Callable[[Run, str], tuple[str, bool | None]]:
+    def check(run: Run, backend: str) -> tuple[str, bool | None]:
+        sizes = run.sizes("window", backend)
+        if not sizes:
+            return "no data", None
+        big = sizes[-1][0]
+        values = []
+        for kind in KINDS:
+            for position in POSITIONS:
+                value = ratio(
+                    run.median("window", backend, kind, big, position, baseline),
+                    run.median("window", backend, kind, big, position, "library-offset"),
+                )
+                if value is not None:
+                    values.append((value, f"{kind}, {position}"))
+        if not values:
+            return "no data", None
+        low = min(values)
+        ok = low[0] >= 1000 if big == "100m" else None
+        return f"at {big}: least {fmt_ratio(low[0])} ({low[1]})", ok
+
+    return check
+
+
+def early_match(run: Run, backend: str) -> tuple[str, bool | None]:
+    values = [
+        c.median
+        for c in run.cases.values()
+        if c.suite == "match"
+        and c.backend == backend
+        and c.position == "start"
+        and c.impl == "library"
+    ]
+    if not values:
+        return "no data", None
+    return f"worst p50 {fmt_time(max(values))}", max(values) < 1e-3
+
+
+def late_match(run: Run, backend: str) -> tuple[str, bool | None]:
+    sizes = run.sizes("match", backend)
+    if not sizes:
+        return "no data", None
+    big = sizes[-1][0]
+    values = [
+        (c.median, f"{c.kind}, {c.position}")
+        for c in run.cases.values()
+        if c.suite == "match"
+        and c.backend == backend
+        and c.size == big
+        and c.position in ("end", "absent")
+        and c.impl == "library"
+    ]
+    worst = max(values)
+    ok = worst[0] <= 0.6 if big == "100m" else None
+    return f"at {big}: worst {fmt_time(worst[0])} ({worst[1]})", ok
+
+
+TARGETS = (
+    Target("flat", "window p50 at the largest field within 1.5x of the smallest", flat),
+    Target("floor", "library window within 3x of the raw-SQL floor", near_floor),
+    Target("naive", "≥ 1000x faster than the naive peer at 100 MB", against("naive")),
+    Target("reference", "≥ 1000x faster than the reference design at 100 MB", against("reference")),
+    Target("early match", "a match near the start in < 1 ms", early_match),
+    Target("late match", "a match at the end of 100 MB ≈ one chunk scan (≤ 0.6 s)", late_match),
+)
+
+
+# ------------------------------------------------------------------------ plots
+
+
+def plot(run: Run, backend: str, path: Path) -> None:
+    lines = (
+        ("library-offset", "library, offset", "C0", "-"),
+        ("library-cursor", "library, cursor", "C2", "-"),
+        ("floor-offset", "raw-SQL floor (same statements)", "C7", "--"),
+        ("naive", "naive peer (whole value, slice in Python)", "C3", "-"),
+        ("reference", "reference design (JSON document + substr)", "C1", "-"),
+    )
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
+    for axis, kind in zip(axes, KINDS, strict=True):
+        sizes = run.sizes("window", backend)
+        for impl, title, colour, style in lines:
+            xs, ys = [], []
+            for size, chars in sizes:
+                values = [
+                    run.median("window", backend, kind, size, position, impl)
+                    for position in POSITIONS
+                ]
+                present = [v for v in values if v is not None]
+                if present:
+                    xs.append(chars)
+                    ys.append(max(present) * 1e3)
+            if xs:
+                axis.plot(xs, ys, style, color=colour, marker="o", label=title)
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_title(f"{kind} text")
+        axis.set_xlabel("field size (code points)")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.set_xticks([chars for _, chars in sizes], [size for size, _ in sizes])
+    axes[0].set_ylabel("p50 latency, ms (worst of start / middle / end)")
+    axes[0].legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"{BACKEND_TITLES[backend]}: reading a 4096-character window")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------ the document
+
+
+def machine_line(data: dict[str, Any]) -> str:
+    machine = data.get("machine_info", {})
+    cpu = machine.get("cpu", {})
+    commit = data.get("commit_info", {})
+    dirty = " (with uncommitted changes)" if commit.get("dirty") else ""
+    return (
+        f"Run {data.get('datetime', '?')} on {cpu.get('brand_raw', machine.get('processor', '?'))}"
+        f" ({cpu.get('count', '?')} CPUs), Python {machine.get('python_version', '?')}, "
+        f"commit `{str(commit.get('id', '?'))[:10]}`{dirty}."
+    )
+
+
+def render(run: Run, out: Path) -> str:
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated by `benchmarks/run` from one pytest-benchmark run; do not edit by hand.",
+        machine_line(run.data),
+        "",
+        "Every time is a median (p50) of warm rounds; ratios compare designs measured side by "
+        "side in the same run. Sizes count code points. `mixed` text is prose mixing ASCII "
+        "with é, ü, ß, CJK and astral emoji (about 1.2 UTF-8 bytes per code point). "
+        "Windows are 4096 code points; the middle window does not start on a chunk boundary.",
+        "",
+        "The designs compared:",
+        "",
+        "- **library**: `Store.read_field_window` (offset or cursor selector), "
+        "`read_field_window(q=...)` and `Store.read_record` through the sync public API.",
+        "- **raw floor**: the very statements and parameters the library sent for that read "
+        "(captured by the boundary audit), replayed on a bare DBAPI connection in the same "
+        "transaction framing. library / floor is the cost of the library around its SQL.",
+        "- **naive**: `SELECT body` of the whole value from one column, sliced (or lower-cased "
+        "and searched) in Python.",
+        "- **reference**: the PDPP reference's design: the record as one JSON document "
+        "(`jsonb` on Postgres), the field extracted with `json_extract` / `->>`, cut with "
+        "`substr`, matched with `instr`/`strpos` on `lower()`.",
+        "",
+        "Baselines run on an autocommit connection (no BEGIN/COMMIT), so their ratios are "
+        "conservative.",
+        "",
+        "## Targets",
+        "",
+    ]
+    backends = run.backends()
+    lines += table(
+        ["target", "goal", *(BACKEND_TITLES[b] for b in backends)],
+        [
+            [
+                target.name,
+                target.goal,
+                *(
+                    f"{verdict(ok)}: {text}"
+                    for text, ok in (target.measure(run, b) for b in backends)
+                ),
+            ]
+            for target in TARGETS
+        ],
+    )
+    for backend in backends:
+        title = BACKEND_TITLES[backend]
+        image = f"bench-{backend}.png"
+        plot(run, backend, out / image)
+        lines += [f"## {title}", "", f"![{title} window latency against field size]({image})", ""]
+        lines += [f"### {title}: window reads", ""]
+        lines += table(WINDOW_HEADERS, window_rows(run, backend), "lllrrrrrrrrr")
+        lines += [f"### {title}: match windows (`q`)", ""]
+        lines += [
+            "Needles: near the start (offset 100), across the chunk boundary nearest the middle, "
+            "ending at the last code point, and absent (`query_not_found`).",
+            "",
+        ]
+        lines += table(MATCH_HEADERS, match_rows(run, backend), "lllrrrrrrr")
+        lines += [f"### {title}: record projection (`read_record`)", ""]
+        lines += table(RECORD_HEADERS, record_rows(run, backend), "llrrrrrrr")
+        lines += [f"### {title}: ingestion", ""]
+        lines += [
+            "One record with one large field per round (`upsert_records`, fresh id each "
+            "round), against one raw INSERT of the same value into a plain column.",
+            "",
+        ]
+        lines += table(INGEST_HEADERS, ingest_rows(run, backend), "llrrrrrr")
+        lines += table(
+            ["text", "batch", "p50 per batch", "records/s", "MB/s"],
+            small_rows(run, backend),
+            "llrrr",
+        )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="a pytest-benchmark JSON file (--benchmark-json)")
+    parser.add_argument("--out", type=Path, default=Path("docs"), help="where to write")
+    args = parser.parse_args(argv)
+    run = Run(json.loads(args.run.read_text(encoding="utf-8")))
+    if not run.cases:
+        raise SystemExit(f"{args.run}: no benchmark cases with coordinates (was it disabled?)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "benchmarks.md").write_text(render(run, args.out), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
