@@ -14,10 +14,10 @@ COMMIT). The ratio library/floor is therefore the cost of the library around its
 
 Rules:
 1. Datasets are cached: a SQLite file under `.benchmarks-data/` and a Postgres database
-   `pdpp_bench_<version>`, where the version digests everything that decides the stored rows
-   (the text generator, the library's schema, encoding, folding and migrations). A dataset is
-   recorded in `bench_datasets` only after all three layouts are written, so an interrupted
-   build is redone, and caches of other versions are deleted when a new one is made.
+   `pdpp_bench_<version>`, where the version digests what decides the stored rows (see
+   `dataset_version`). A dataset is recorded in `bench_datasets` only after all three layouts
+   are written, so an interrupted build is redone. Caches of other versions are deleted when a
+   run opens its own (a Postgres one only when no session is using it).
 2. Baselines run on an autocommit connection of their own (no BEGIN/COMMIT), the cheapest way
    to run them: their ratios are conservative.
 3. Postgres gets `VACUUM ANALYZE` after a build, as autovacuum would soon do; SQLite is left
@@ -376,9 +376,13 @@ def open_postgres(server: Any, version: str) -> BenchDatabase:
             "SELECT datname FROM pg_database WHERE datname LIKE 'pdpp\\_bench\\_%'"
         ).fetchall()
     }
-    for stale in existing - {name}:
+    for stale in sorted(existing - {name}):
         if not stale.startswith("pdpp_bench_ingest_"):
-            server.drop_database(stale)
+            # Without FORCE: a cache another run is still reading stays until a later run.
+            with contextlib.suppress(psycopg.errors.ObjectInUse):
+                admin.execute(
+                    psycopg.sql.SQL("DROP DATABASE {}").format(psycopg.sql.Identifier(stale))
+                )
     if name not in existing:
         server.create_database(name)
     return postgres_database(server, name)

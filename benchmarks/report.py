@@ -20,6 +20,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 
 BACKENDS = ("sqlite", "postgres")
 BACKEND_TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
@@ -468,7 +469,7 @@ def plot(run: Run, backend: str, path: Path) -> None:
         ("naive", "naive peer (whole value, slice in Python)", "C3", "-"),
         ("reference", "reference design (JSON document + substr)", "C1", "-"),
     )
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.5), sharey=True)
     for axis, kind in zip(axes, KINDS, strict=True):
         sizes = run.sizes("window", backend)
         for impl, title, colour, style in lines:
@@ -481,19 +482,21 @@ def plot(run: Run, backend: str, path: Path) -> None:
                 present = [v for v in values if v is not None]
                 if present:
                     xs.append(chars)
-                    ys.append(max(present) * 1e3)
+                    ys.append(max(present))
             if xs:
                 axis.plot(xs, ys, style, color=colour, marker="o", label=title)
         axis.set_xscale("log")
         axis.set_yscale("log")
+        axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: fmt_time(value)))
         axis.set_title(f"{kind} text")
         axis.set_xlabel("field size (code points)")
         axis.grid(True, which="both", alpha=0.3)
         axis.set_xticks([chars for _, chars in sizes], [size for size, _ in sizes])
-    axes[0].set_ylabel("p50 latency, ms (worst of start / middle / end)")
-    axes[0].legend(loc="upper left", fontsize=8)
+    axes[0].set_ylabel("p50 latency (worst of start / middle / end)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
     fig.suptitle(f"{BACKEND_TITLES[backend]}: reading a 4096-character window")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

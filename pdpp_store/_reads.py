@@ -98,12 +98,18 @@ def _field_info(row: tuple[Any, ...]) -> FieldInfo:
     )
 
 
-def _declared(ref: RecordRef | UnscopedRecordRef) -> Op[bool]:
-    """Step 1. Returns whether the connection is known to exist."""
+def _declared(ref: RecordRef | UnscopedRecordRef, covered: bool) -> Op[bool]:
+    """Step 1. Returns whether the connection is known to exist.
+
+    The connection-specific answer ("not declared by this connection's manifest") is given only
+    for a connection the grant covers (`covered`): for any other, the answer must not depend on
+    whether the connection exists or which connector it belongs to, so it falls through to the
+    global question and step 5 refuses the connection exactly like a missing one.
+    """
     if isinstance(ref, RecordRef):
         if (yield sql.stream_spec(ref.connection_id, ref.stream)):
             return True
-        if (yield sql.connection_exists(ref.connection_id)):
+        if covered and (yield sql.connection_exists(ref.connection_id)):
             raise NotFound(
                 "stream_not_declared",
                 f"stream {ref.stream!r} is not declared by this connection's manifest",
@@ -151,7 +157,10 @@ def _resolve(
 ) -> Op[tuple[RecordRef, StreamGrant, str, Any, tuple[dict[str, str], ...]]]:
     """Steps 1 to 6 for one record (and one field, when `path` is given)."""
     ref = parse_record_ref(record, connection_id=connection_id)
-    known = yield from _declared(ref)
+    covered = isinstance(ref, RecordRef) and any(
+        s.name == ref.stream and s.covers_connection(ref.connection_id) for s in grant.streams
+    )
+    known = yield from _declared(ref, covered)
     checked_path = validate_field_path(path) if path is not None else ""
     chosen, warnings = parse_selector(**selector) if selector is not None else (None, ())
     grant.ensure_usable()

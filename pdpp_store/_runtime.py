@@ -38,6 +38,7 @@ __all__ = [
     "Commit",
     "Execute",
     "Op",
+    "PerDialect",
     "async_url",
     "install_sqlite_hooks",
     "migrate",
@@ -52,9 +53,30 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
+class PerDialect:
+    """One statement spelled differently where dialects differ in what they run well (e.g. a
+    window function that Postgres streams but SQLite materialises). `default` serves the rest."""
+
+    default: Executable
+    postgresql: Executable | None = None
+
+    def for_dialect(self, name: str) -> Executable:
+        return (
+            self.postgresql
+            if name == "postgresql" and self.postgresql is not None
+            else self.default
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Execute:
-    statement: Executable
+    statement: Executable | PerDialect
     params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+
+    def statement_for(self, dialect: str) -> Executable:
+        if isinstance(self.statement, PerDialect):
+            return self.statement.for_dialect(dialect)
+        return self.statement
 
 
 class Commit:
@@ -92,6 +114,7 @@ def _reply(result: Any) -> Rows | None:
 def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
     with engine.connect() as plain:
         conn = plain.execution_options(**{_WRITE: True}) if write else plain
+        dialect = engine.dialect.name
         try:
             request = next(op)
             while True:
@@ -99,7 +122,7 @@ def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
                     conn.commit()
                     reply = None
                 else:
-                    reply = _reply(conn.execute(request.statement, request.params))
+                    reply = _reply(conn.execute(request.statement_for(dialect), request.params))
                 request = op.send(reply)
         except StopIteration as done:
             conn.commit()
@@ -113,6 +136,7 @@ def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
 async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T:
     async with engine.connect() as plain:
         conn = await plain.execution_options(**{_WRITE: True}) if write else plain
+        dialect = engine.dialect.name
         try:
             request = next(op)
             while True:
@@ -120,7 +144,9 @@ async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T
                     await conn.commit()
                     reply = None
                 else:
-                    reply = _reply(await conn.execute(request.statement, request.params))
+                    reply = _reply(
+                        await conn.execute(request.statement_for(dialect), request.params)
+                    )
                 request = op.send(reply)
         except StopIteration as done:
             await conn.commit()

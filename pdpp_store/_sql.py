@@ -26,6 +26,7 @@ from sqlalchemy import (
     Insert,
     Integer,
     Select,
+    Text,
     Update,
     and_,
     bindparam,
@@ -47,7 +48,7 @@ from sqlalchemy.sql.functions import GenericFunction
 from ._fields import FieldKind
 from ._grants import StreamGrant
 from ._identity import RecordRef
-from ._runtime import Execute
+from ._runtime import Execute, PerDialect
 from ._schema import (
     BLOB_CHUNK_BYTES,
     blob_chunks,
@@ -273,10 +274,13 @@ def _field_window(shape: GrantShape, with_prefix: bool) -> Select[Any]:
     base = field_chunks.c.chunk_no * CHUNK_CHARS
     piece_start = greatest(bindparam("w_start", type_=Integer) - base, 0)
     piece_end = least(bindparam("w_end", type_=Integer) - base, CHUNK_CHARS)
+    # The chunk range is given by parameters on the full primary key (not derived through the
+    # join), so every planner probes exactly the window's chunks.
     chunk_join = and_(
-        _same_record(field_chunks, fields),
-        field_chunks.c.path == fields.c.path,
+        _record_is(field_chunks),
+        field_chunks.c.path == bindparam("f_path"),
         field_chunks.c.chunk_no.between(bindparam("w_first"), bindparam("w_last")),
+        fields.c.path.is_not(None),
         fields.c.kind.in_(TEXT_LIKE_KINDS),
     )
     if with_prefix:
@@ -324,43 +328,71 @@ def match_scan(ref: RecordRef, path: str, grant: StreamGrant, digest: str, needl
 
 
 @cache
-def _match_scan(shape: GrantShape, overlapping: bool) -> Select[Any]:
-    nxt = field_chunks.alias("nxt")
-    haystack: ColumnElement[str] = func.coalesce(field_chunks.c.folded, field_chunks.c.text)
-    source: Any = field_chunks
-    if overlapping:
-        ahead = func.substr(
-            func.coalesce(nxt.c.folded, nxt.c.text), 1, bindparam("m_overlap", type_=Integer)
-        )
-        haystack = haystack + func.coalesce(ahead, "")
-        source = field_chunks.outerjoin(
-            nxt,
-            and_(
-                _same_record(nxt, field_chunks),
-                nxt.c.path == field_chunks.c.path,
-                nxt.c.chunk_no == field_chunks.c.chunk_no + 1,
-            ),
-        )
-    position = strpos(haystack, bindparam("m_needle"))
+def _match_scan(shape: GrantShape, overlapping: bool) -> PerDialect:
+    """Two spellings of one scan, both linear in the chunks before the hit, whatever the
+    planner's statistics. The field and grant checks are uncorrelated, so they run once per
+    statement, not once per chunk.
+
+    Postgres: `lead()` over the chunks in key order; the window aggregate streams behind the
+    index scan, so the scan stops at the first hit. SQLite materialises window functions, so
+    there the next chunk's head is a correlated scalar subquery on the full primary key: one
+    index probe per chunk, and the scan still stops at the first hit.
+    """
     field_is_current = exists().where(
-        _same_record(fields, field_chunks),
-        fields.c.path == field_chunks.c.path,
+        _record_is(fields),
+        fields.c.path == bindparam("f_path"),
         fields.c.digest == bindparam("m_digest"),
     )
-    record_is_visible = exists().where(_same_record(records, field_chunks), visible_records(shape))
-    return (
-        select(field_chunks.c.chunk_no, position)
-        .select_from(source)
+    record_is_visible = exists().where(_record_is(), visible_records(shape))
+    checks = (
+        _record_is(field_chunks),
+        field_chunks.c.path == bindparam("f_path"),
+        field_is_current,
+        record_is_visible,
+    )
+    here: ColumnElement[str] = func.coalesce(field_chunks.c.folded, field_chunks.c.text)
+    overlap = bindparam("m_overlap", type_=Integer)
+    needle = bindparam("m_needle", type_=Text())
+    if not overlapping:
+        position = strpos(here, needle)
+        scan = select(field_chunks.c.chunk_no, position).where(*checks, position > 0)
+        return PerDialect(scan.order_by(field_chunks.c.chunk_no).limit(1))
+
+    nxt = field_chunks.alias("nxt")
+    ahead = (
+        select(func.substr(func.coalesce(nxt.c.folded, nxt.c.text), 1, overlap))
         .where(
-            _record_is(field_chunks),
-            field_chunks.c.path == bindparam("f_path"),
-            field_is_current,
-            record_is_visible,
-            position > 0,
+            _record_is(nxt),
+            nxt.c.path == bindparam("f_path"),
+            nxt.c.chunk_no == field_chunks.c.chunk_no + 1,
         )
+        .scalar_subquery()
+    )
+    position = strpos(here + func.coalesce(ahead, ""), needle)
+    probing = (
+        select(field_chunks.c.chunk_no, position)
+        .where(*checks, position > 0)
         .order_by(field_chunks.c.chunk_no)
         .limit(1)
     )
+    following = func.lead(here).over(order_by=field_chunks.c.chunk_no)
+    hits = (
+        select(
+            field_chunks.c.chunk_no.label("chunk_no"),
+            strpos(here + func.coalesce(func.substr(following, 1, overlap), ""), needle).label(
+                "position"
+            ),
+        )
+        .where(*checks)
+        .subquery("hits")
+    )
+    streaming = (
+        select(hits.c.chunk_no, hits.c.position)
+        .where(hits.c.position > 0)
+        .order_by(hits.c.chunk_no)
+        .limit(1)
+    )
+    return PerDialect(default=probing, postgresql=streaming)
 
 
 def record_preview(ref: RecordRef, grant: StreamGrant, preview_chars: int) -> Execute:
@@ -378,7 +410,7 @@ def _record_preview(shape: GrantShape, projected: bool) -> Select[Any]:
     if projected:
         field_join = and_(field_join, fields.c.path.in_(bindparam("p_fields", expanding=True)))
     first_chunk = and_(
-        _same_record(field_chunks, fields),
+        _record_is(field_chunks),
         field_chunks.c.path == fields.c.path,
         field_chunks.c.chunk_no == 0,
         fields.c.kind.in_(TEXT_LIKE_KINDS),

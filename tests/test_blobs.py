@@ -191,6 +191,7 @@ def test_byte_ranges_are_slices_of_the_stored_bytes(store: StoreFront) -> None:
         (3 * CHUNK, size),  # the last, partial chunk
         (size, 10),  # at the end: empty
         (size + 12345, 10),  # past the end: empty, at the end
+        (10**30, 1),  # far past the end
     ]
     for offset, length in ranges:
         found = store.read_blob_range(g, blob.blob_id, offset, length)

@@ -43,9 +43,7 @@ SECRET_B = b"secret B, at least sixteen bytes"
 def _read(
     store: StoreFront, record: str = "e1", field: str = BODY, g: Grant = OWNER, **args: Any
 ) -> dict[str, Any]:
-    envelope: dict[str, Any] = store.read_field_window(
-        g, record_ref(record), field, **args
-    ).to_dict()
+    envelope: dict[str, Any] = store.read_field_window(g, _ref(record), field, **args).to_dict()
     return envelope
 
 
@@ -53,11 +51,11 @@ def _error(
     store: StoreFront, record: str = "e1", field: str = BODY, g: Grant = OWNER, **args: Any
 ) -> StoreError:
     with pytest.raises(StoreError) as caught:
-        store.read_field_window(g, record_ref(record), field, **args)
+        store.read_field_window(g, _ref(record), field, **args)
     return caught.value
 
 
-def record_ref(record: str) -> str:
+def _ref(record: str) -> str:
     """`e1` in the mailbox, or a self-contained id as it is."""
     return record if "/" in record else ref_id(record)
 
@@ -70,9 +68,10 @@ def _with_text(store: StoreFront, text: str = TEXT) -> None:
 # -- paging -------------------------------------------------------------------------------------
 
 
-def test_next_cursors_page_through_the_whole_field(store: StoreFront) -> None:
+def test_cursors_page_through_the_whole_field_and_back(store: StoreFront) -> None:
     _with_text(store)
 
+    # Forward from the start, by next cursors, to the end: the pages are the text.
     pages = []
     window = assert_window(_read(store, limit_chars=999), TEXT, 0, 999)
     while True:
@@ -82,7 +81,6 @@ def test_next_cursors_page_through_the_whole_field(store: StoreFront) -> None:
             break
         assert URL_SAFE.fullmatch(cursor)
         window = assert_window(_read(store, cursor=cursor), TEXT, window["end_chars"], 999)
-
     assert "".join(pages) == TEXT
     assert len(pages) == -(-len(TEXT) // 999)
     assert (window["end_chars"], window["has_more"], window["next_offset_chars"]) == (
@@ -91,26 +89,23 @@ def test_next_cursors_page_through_the_whole_field(store: StoreFront) -> None:
         None,
     )
 
-
-def test_previous_cursors_page_back_to_the_start(store: StoreFront) -> None:
-    _with_text(store)
-
+    # Back from near the end, by previous cursors, to the start.
     window = assert_window(_read(store, offset_chars=9500, limit_chars=1000), TEXT, 9500, 1000)
     starts = [window["start_chars"]]
     while window["previous_cursor"] is not None:
         offset = window["previous_offset_chars"]
         window = assert_window(_read(store, cursor=window["previous_cursor"]), TEXT, offset, 1000)
         starts.append(window["start_chars"])
-
     assert starts == [9500, 8500, 7500, 6500, 5500, 4500, 3500, 2500, 1500, 500, 0]
     assert (window["previous_offset_chars"], window["text"]) == (None, TEXT[:1000])
+
     # Back from the second page, then forward again, is the second page.
     second = _read(store, offset_chars=700, limit_chars=700)["window"]
     first = assert_window(_read(store, cursor=second["previous_cursor"]), TEXT, 0, 700)
     assert _read(store, cursor=first["next_cursor"])["window"] == second
 
 
-def test_a_cursor_with_a_limit_override(store: StoreFront) -> None:
+def test_cursors_carry_their_limit_unless_overridden(store: StoreFront) -> None:
     _with_text(store)
     cursor = _read(store, limit_chars=1000)["window"]["next_cursor"]
 
@@ -124,23 +119,20 @@ def test_a_cursor_with_a_limit_override(store: StoreFront) -> None:
     assert_window(clamped, TEXT, 1000, 16384)
     assert clamped["meta"] == {"warnings": [CLAMPED]}
 
-
-def test_match_window_cursors_continue_after_the_match_window(store: StoreFront) -> None:
+    # The cursors of a match window carry on from it, with its length.
     text = "x" * 3000 + "Needle" + "y" * 3000
-    _with_text(store, text)
-
-    window = _read(store, q="NEEDLE", before_chars=10, after_chars=20)["window"]
+    store.upsert_records(MAILBOX, "message_bodies", [body("m", text)])
+    window = _read(store, "m", q="NEEDLE", before_chars=10, after_chars=20)["window"]
     assert (window["start_chars"], window["limit_chars"]) == (2990, 36)
-
-    after = assert_window(_read(store, cursor=window["next_cursor"]), text, 3026, 36)
+    after = assert_window(_read(store, "m", cursor=window["next_cursor"]), text, 3026, 36)
     assert (after["match_start_chars"], after["match_end_chars"]) == (None, None)
-    assert_window(_read(store, cursor=window["previous_cursor"]), text, 2954, 36)
+    assert_window(_read(store, "m", cursor=window["previous_cursor"]), text, 2954, 36)
 
 
 # -- what a cursor may not be combined with -----------------------------------------------------
 
 
-def test_a_cursor_excludes_the_other_selectors(store: StoreFront) -> None:
+def test_a_cursor_is_a_string_that_excludes_the_other_selectors(store: StoreFront) -> None:
     _with_text(store)
     cursor = _read(store, limit_chars=100)["window"]["next_cursor"]
 
@@ -153,6 +145,12 @@ def test_a_cursor_excludes_the_other_selectors(store: StoreFront) -> None:
         ({"q": "a", "before_chars": 1}, "q"),
     ):
         assert_store_error(_error(store, cursor=cursor, **args), "invalid_window", 400, param)
+
+    # An empty or non-string cursor is a bad request about the cursor.
+    for token in ("", 12, b"AAAA"):
+        error = _error(store, cursor=token)
+        assert (error.http_status, error.param) == (400, "cursor"), repr(error)
+        assert error.code in {"invalid_cursor", "invalid_window"}, repr(error)
 
 
 # -- invalid cursors ----------------------------------------------------------------------------
@@ -213,14 +211,6 @@ def test_garbage_truncated_tampered_and_foreign_cursors_are_invalid(store: Store
     assert wrong == []
     # The genuine cursor still reads.
     assert_window(_read(store, cursor=cursor), TEXT, 100, 100)
-
-
-def test_an_empty_or_non_string_cursor_is_a_bad_request(store: StoreFront) -> None:
-    _with_text(store)
-    for token in ("", 12, b"AAAA"):
-        error = _error(store, cursor=token)
-        assert (error.http_status, error.param) == (400, "cursor"), repr(error)
-        assert error.code in {"invalid_cursor", "invalid_window"}, repr(error)
 
 
 def test_a_cursor_is_bound_to_its_record_field_connection_and_grant(store: StoreFront) -> None:
@@ -303,18 +293,13 @@ def test_a_cursor_is_stale_once_its_field_changes(store: StoreFront) -> None:
     store.upsert_records(MAILBOX, "message_bodies", [body("e1", TEXT)])
     assert _read(store, cursor=first["next_cursor"])["window"] == second
 
-
-def test_a_cursor_after_its_field_or_record_is_gone(store: StoreFront) -> None:
-    _with_text(store)
-    cursor = _read(store, limit_chars=1000)["window"]["next_cursor"]
-
+    # A cursor is a name: once its field or record is gone, it reads as they do.
     without_body = {key: value for key, value in body("e1", TEXT).items() if key != BODY}
     store.upsert_records(MAILBOX, "message_bodies", [without_body])
-    assert_store_error(_error(store, cursor=cursor), "field_not_found", 404)
-
+    assert_store_error(_error(store, cursor=first["next_cursor"]), "field_not_found", 404)
     store.upsert_records(MAILBOX, "message_bodies", [body("e1", TEXT)])
     store.delete_record(MAILBOX, "message_bodies", "e1")
-    assert_store_error(_error(store, cursor=cursor), "not_found", 404)
+    assert_store_error(_error(store, cursor=first["next_cursor"]), "not_found", 404)
 
 
 def test_changing_another_field_does_not_stale_a_cursor(store: StoreFront) -> None:
@@ -386,29 +371,23 @@ def test_a_bad_cursor_secret_is_a_typed_error(sqlite_db_url: str, secret: Any) -
         assert (caught.value.http_status, caught.value.param) == (400, "cursor_secret")
 
 
-def test_key_rotation_keeps_old_cursors_valid(store: StoreFront) -> None:
-    _with_text(store)
-    old = _read(store, limit_chars=500)["window"]["next_cursor"]
-    expected = _read(store, cursor=old)
-
-    store.rotate_cursor_key()
-
-    after = _read(store, cursor=old)
-    assert after["window"]["text"] == expected["window"]["text"]
-    assert after == _read(store, offset_chars=500, limit_chars=500)
-    new = _read(store, limit_chars=500)["window"]["next_cursor"]
-    assert new != old  # signed with the new key
-    assert_window(_read(store, cursor=new), TEXT, 500, 500)
-
-
-def test_rotated_keys_survive_reopening(db_url: str) -> None:
+def test_key_rotation_keeps_old_cursors_valid_across_fronts_and_reopening(db_url: str) -> None:
     cursors = []
-    with open_front("sync", db_url) as first:
-        _with_text(first)
-        for _ in range(3):
-            cursors.append(_read(first, limit_chars=500)["window"]["next_cursor"])
-            first.rotate_cursor_key()
-    assert len(set(cursors)) == 3
+    for front in FRONTS:
+        with open_front(front, db_url) as opened:
+            _with_text(opened)
+            old = _read(opened, limit_chars=500)["window"]["next_cursor"]
+            expected = _read(opened, cursor=old)
+
+            opened.rotate_cursor_key()
+
+            after = _read(opened, cursor=old)
+            assert after["window"]["text"] == expected["window"]["text"]
+            assert after == _read(opened, offset_chars=500, limit_chars=500)  # new key signs
+            new = _read(opened, limit_chars=500)["window"]["next_cursor"]
+            assert new not in {None, old}
+            cursors += [old, new]
+    assert len(set(cursors)) == 3  # the second front's old cursor is the first's new one
 
     for front in FRONTS:
         with open_front(front, db_url) as reopened:

@@ -23,6 +23,7 @@ from _data import (
     attachment,
     body,
     grant,
+    manifest,
     ref_id,
     setup_mailbox,
 )
@@ -391,6 +392,20 @@ def test_connection_outside_instance_ids_reads_like_a_missing_connection(
     assert store.read_field_window(everywhere, uncovered, "body_text").text == "hello theirs"
     nowhere = grant({"name": BODIES, "instance_ids": []})
     assert _outcomes(store, nowhere, ref_id("e1")) == _all("connection_not_found")
+
+
+def test_connection_of_another_connector_outside_the_grant_reads_like_a_missing_one(
+    store: StoreFront,
+) -> None:
+    """A connection outside `instance_ids` must not reveal that it exists, nor which connector
+    it belongs to, even when its manifest does not declare the stream asked for."""
+    setup_mailbox(store)
+    slack = manifest("slack")
+    store.register_manifest(slack)
+    store.add_connection("cin_slack", slack["connector_id"])
+    g = grant({"name": BODIES, "instance_ids": [MAILBOX]})
+    uncovered, missing = ref_id("e1", "cin_slack"), ref_id("e1", "cin_nowhere")
+    _assert_reads_like_missing(store, g, uncovered, missing, "connection_not_found")
 
 
 def test_record_outside_resources_reads_like_a_missing_record(store: StoreFront) -> None:

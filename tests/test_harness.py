@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,6 +17,7 @@ from _postgres import (
     ENV_URL,
     PostgresServer,
     Unavailable,
+    _reap_orphaned_clusters,
     find_pg_bindir,
     find_server,
     from_initdb,
@@ -62,6 +66,36 @@ def test_throwaway_initdb_cluster_starts_serves_and_stops() -> None:
     assert wait_until_down(server)
     assert not data_dir.exists()
     server.stop()  # idempotent
+
+
+def test_clusters_of_killed_test_runs_are_reaped() -> None:
+    if find_pg_bindir() is None:
+        unavailable("no initdb/pg_ctl on PATH or under /usr/lib/postgresql/*/bin")
+    starter = (
+        "import _postgres, time\n"
+        "server = _postgres.from_initdb()\n"
+        "print(server.url, server._stop.__self__.root, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", starter],
+        cwd=Path(__file__).parent,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        url, root = child.stdout.readline().split()
+    finally:
+        child.kill()  # SIGKILL: no teardown, no atexit
+        child.wait()
+    orphan = PostgresServer(url, "initdb")
+    assert Path(root).is_dir()
+    assert not wait_until_down(orphan, timeout_s=0.5)  # still serving
+    _reap_orphaned_clusters()
+    assert wait_until_down(orphan)
+    assert not Path(root).exists()
 
 
 def test_a_refused_connection_falls_through_at_once() -> None:

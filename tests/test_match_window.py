@@ -112,45 +112,39 @@ def test_first_occurrence_and_the_length_rules(store: StoreFront) -> None:
     assert (window["complete"], window["has_more"]) == (True, False)
 
 
-def test_match_windows_are_clamped_to_16384_with_a_warning(store: StoreFront) -> None:
+def test_match_windows_at_the_field_edges_and_at_the_clamp(store: StoreFront) -> None:
     setup_mailbox(store)
-    text = FILLER[:15000] + "needle" + FILLER[:15000]
-    store.upsert_records(MAILBOX, "message_bodies", [body("e1", text)])
+    edges = "Start" + FILLER[:3000] + "TheEnd"
+    long = FILLER[:15000] + "needle" + FILLER[:15000]
+    store.upsert_records(MAILBOX, "message_bodies", [body("edges", edges), body("long", long)])
 
-    # 8192 + 6 + 8192 > 16384: the window is cut to 16384 from its start.
-    envelope = _match(store, "e1", "needle", before_chars=8192, after_chars=8192)
-    window = assert_match(envelope, text, 15000, 6, before=8192, after=8192)
-    assert (window["start_chars"], window["limit_chars"]) == (15000 - 8192, 16384)
-    assert envelope["meta"] == {"warnings": [CLAMPED]}
-
-    for limit in (16385, 10**9):
-        envelope = _match(store, "e1", "needle", before_chars=100, limit_chars=limit)
-        assert_match(envelope, text, 15000, 6, before=100, limit=16384)
-        assert envelope["meta"] == {"warnings": [CLAMPED]}
-
-
-def test_needle_at_the_very_start_and_the_very_end(store: StoreFront) -> None:
-    setup_mailbox(store)
-    text = "Start" + FILLER[:3000] + "TheEnd"
-    store.upsert_records(MAILBOX, "message_bodies", [body("e1", text)])
-
-    window = assert_match(_match(store, "e1", "theend"), text, 3005, 6)
+    # At the very end: the window ends with the field, nothing follows.
+    window = assert_match(_match(store, "edges", "theend"), edges, 3005, 6)
     assert (window["end_chars"], window["has_more"]) == (3011, False)
     assert (window["next_offset_chars"], window["next_cursor"]) == (None, None)
     assert window["text"].endswith("TheEnd")
-
     window = assert_match(
-        _match(store, "e1", "thEEnd", before_chars=0, after_chars=0),
-        text,
+        _match(store, "edges", "thEEnd", before_chars=0, after_chars=0),
+        edges,
         3005,
         6,
         before=0,
         after=0,
     )
     assert window["text"] == "TheEnd"
-
-    window = assert_match(_match(store, "e1", "START", after_chars=0), text, 0, 5, after=0)
+    # At the very start: nothing precedes.
+    window = assert_match(_match(store, "edges", "START", after_chars=0), edges, 0, 5, after=0)
     assert (window["text"], window["previous_offset_chars"]) == ("Start", None)
+
+    # 8192 + 6 + 8192 > 16384: the window is cut to 16384 from its start, with a warning.
+    envelope = _match(store, "long", "needle", before_chars=8192, after_chars=8192)
+    window = assert_match(envelope, long, 15000, 6, before=8192, after=8192)
+    assert (window["start_chars"], window["limit_chars"]) == (15000 - 8192, 16384)
+    assert envelope["meta"] == {"warnings": [CLAMPED]}
+    for limit in (16385, 10**9):
+        envelope = _match(store, "long", "needle", before_chars=100, limit_chars=limit)
+        assert_match(envelope, long, 15000, 6, before=100, limit=16384)
+        assert envelope["meta"] == {"warnings": [CLAMPED]}
 
 
 # -- case-insensitive, the same on every backend ------------------------------------------------
@@ -278,6 +272,29 @@ def test_needles_of_1024_code_points(store: StoreFront) -> None:
         assert window["text"] == needle
 
 
+def test_mixed_text_matches_agree_with_the_oracle(store: StoreFront) -> None:
+    """Every needle cut from a multi-chunk mixed text, at and around each boundary, recased."""
+    setup_mailbox(store)
+    text = mixed_text(4 * CHUNK_CHARS, seed=5)
+    store.upsert_records(MAILBOX, "message_bodies", [body("m", text)])
+    rng = random.Random(3)
+
+    for start in (0, 1000, 1020, 1023, 1024, 2040, 2047, 3070, 4 * CHUNK_CHARS - 8):
+        for length in (1, 3, 8):
+            q = _recase(text[start : start + length], rng)
+            expected = fold(text).find(fold(q))
+            window = assert_match(
+                _match(store, "m", q, before_chars=2, after_chars=2),
+                text,
+                expected,
+                len(q),
+                before=2,
+                after=2,
+            )
+            assert expected <= start
+            assert fold(window["text"]).find(fold(q)) == expected - window["start_chars"]
+
+
 # -- no match -----------------------------------------------------------------------------------
 
 
@@ -378,26 +395,3 @@ def test_property_match_offset_is_the_fold_oracle(
     ).to_dict()
     assert_match(envelope, text, expected, len(q), before=before, after=after)
     assert fold(text[expected : expected + len(q)]) == fold(q)
-
-
-def test_mixed_text_matches_agree_with_the_oracle(store: StoreFront) -> None:
-    """Every needle cut from a multi-chunk mixed text, at and around each boundary, recased."""
-    setup_mailbox(store)
-    text = mixed_text(4 * CHUNK_CHARS, seed=5)
-    store.upsert_records(MAILBOX, "message_bodies", [body("m", text)])
-    rng = random.Random(3)
-
-    for start in (0, 1000, 1020, 1023, 1024, 2040, 2047, 3070, 4 * CHUNK_CHARS - 8):
-        for length in (1, 3, 8):
-            q = _recase(text[start : start + length], rng)
-            expected = fold(text).find(fold(q))
-            window = assert_match(
-                _match(store, "m", q, before_chars=2, after_chars=2),
-                text,
-                expected,
-                len(q),
-                before=2,
-                after=2,
-            )
-            assert expected <= start
-            assert fold(window["text"]).find(fold(q)) == expected - window["start_chars"]

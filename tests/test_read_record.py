@@ -43,8 +43,10 @@ def canonical(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def view_of(store: StoreFront, g: Grant, record_id: str, stream: str = BODIES) -> dict[str, Any]:
-    found: dict[str, Any] = store.read_record(g, ref_id(record_id, stream=stream)).to_dict()
+def view_of(
+    store: StoreFront, g: Grant, record_id: str, stream: str = BODIES, connection_id: str = MAILBOX
+) -> dict[str, Any]:
+    found: dict[str, Any] = store.read_record(g, ref_id(record_id, connection_id, stream)).to_dict()
     return found
 
 
@@ -72,6 +74,26 @@ def read_rest(store: StoreFront, g: Grant, entry: dict[str, Any]) -> str:
         )
         text.append(window.text)
     return "".join(text)
+
+
+FILES_MANIFEST: dict[str, Any] = {
+    "connector_id": "https://example.test/connectors/files",
+    "streams": [
+        {
+            "name": "files",
+            "primary_key": ["id"],
+            "schema": {
+                "properties": {
+                    "content": {
+                        "type": "string",
+                        "contentEncoding": "base64",
+                        "contentMediaType": "image/png",
+                    }
+                }
+            },
+        }
+    ],
+}
 
 
 def test_only_granted_fields_appear(store: StoreFront) -> None:
@@ -258,6 +280,21 @@ def test_binary_fields_are_metadata_only(store: StoreFront) -> None:
         assert "preview" not in entry
     assert SECRET not in dumped
     assert encoded[:64] not in dumped
+
+    # Declared base64 (`contentEncoding`) is binary-only even when short, with the declared type.
+    store.register_manifest(FILES_MANIFEST)
+    store.add_connection("cin_files", FILES_MANIFEST["connector_id"])
+    store.upsert_records("cin_files", "files", [{"id": "f1", "content": "aGk=", "note": "aGk="}])
+    files = view_of(store, Grant.owner("cin_files", "files"), "f1", "files", "cin_files")
+    del files["data"]["id"]
+    assert files["data"] == {"note": "aGk="}  # undeclared and short: ordinary text
+    declared = files["content_ladder"]["content"]
+    assert (declared["preview_status"], declared["mime_type"], declared["size_bytes"]) == (
+        "binary-only",
+        "image/png",
+        2,
+    )
+    assert declared["digest"] == sha("aGk=")
 
     for stream, rid, path in (
         (BODIES, "e1", "body_html"),

@@ -166,7 +166,7 @@ def test_legacy_id_resolves_through_a_grant_covering_one_connection(store: Store
                 assert _describe(store, g, legacy, None)["size_chars"] == len(text)
 
 
-def test_legacy_id_under_a_grant_covering_two_connections_is_ambiguous(store: StoreFront) -> None:
+def test_ambiguous_and_conflicting_connections(store: StoreFront) -> None:
     setup_mailbox(store, MAILBOX, OTHER_MAILBOX)
     store.upsert_records(MAILBOX, BODIES, [body("e1", TEXT)])  # only one connection holds e1
 
@@ -180,13 +180,8 @@ def test_legacy_id_under_a_grant_covering_two_connections_is_ambiguous(store: St
             store, BOTH, RecordRef(MAILBOX, BODIES, "e1"), None
         )
 
-
-def test_conflicting_embedded_and_explicit_connections(store: StoreFront) -> None:
-    setup_mailbox(store, MAILBOX, OTHER_MAILBOX)
-    store.upsert_records(MAILBOX, BODIES, [body("e1", TEXT)])
-    store.upsert_records(OTHER_MAILBOX, BODIES, [body("e1", TEXT)])
+    # A reference that embeds one connection and a connection_id that names another conflict.
     ref = RecordRef(MAILBOX, BODIES, "e1")
-
     for name, read in READS.items():
         for record in (ref, ref.id, ref.uri):
             error = _error(read, store, BOTH, record, OTHER_MAILBOX)
@@ -239,11 +234,8 @@ def test_unusual_record_ids_round_trip_through_ingestion_and_reads(store: StoreF
         found = store.read_field_window(OWNER, ref.uri, BODY, q=f"of {record_id!r}").to_dict()
         assert found["window"]["match_start_chars"] == len("body ")
 
-
-def test_a_numeric_primary_key_reads_as_its_canonical_string(store: StoreFront) -> None:
-    setup_mailbox(store)
+    # A numeric primary key is the canonical string of its value.
     store.upsert_records(MAILBOX, BODIES, [{**body("x", "forty-two"), "id": 42}])
-
     window = store.read_field_window(OWNER, f"{MAILBOX}/{BODIES}:42", BODY).to_dict()
     assert (window["record_id"], window["window"]["text"]) == ("42", "forty-two")
 
@@ -336,24 +328,43 @@ def test_unsafe_references_are_typed_bad_requests(store: StoreFront) -> None:
             for connection_id in (None, MAILBOX):
                 try:
                     read(store, OWNER, record, connection_id)
-                except StoreError as error:
-                    if (error.http_status, error.param) != (400, "record"):
-                        wrong.append((name, record, connection_id, repr(error), error.param))
-                except Exception as error:  # anything but a typed error is a bug
-                    wrong.append((name, record, connection_id, "untyped", repr(error)))
+                except StoreError as refused:
+                    if (refused.http_status, refused.param) != (400, "record"):
+                        wrong.append((name, record, connection_id, repr(refused), refused.param))
+                except Exception as crash:  # anything but a typed error is a bug
+                    wrong.append((name, record, connection_id, "untyped", repr(crash)))
                 else:
                     wrong.append((name, record, connection_id, "no error", None))
     assert wrong == []
 
+    # So are resource URIs that do not name a record or a window of one.
+    uris: list[Any] = [
+        "",
+        "e1",
+        "http://example.com/x",
+        "pdpp://record/!!",
+        "pdpp://field-window/",
+        "pdpp://field-window/!!",
+        "pdpp://field-window/" + _handle([MAILBOX, BODIES, "..", BODY, {}]),
+        "pdpp://field-window/" + _handle([MAILBOX, BODIES, "e1", BODY, {"q": "x"}]),
+        "pdpp://field-window/" + _handle([MAILBOX, BODIES, "e1", BODY, {"offset_chars": -1}]),
+        "pdpp://field-window/" + _handle([MAILBOX, BODIES, "e1", "", {}]),
+        42,
+    ]
+    for uri in uris:
+        with pytest.raises(StoreError) as caught:
+            store.read_resource(OWNER, uri)
+        assert (caught.value.http_status, caught.value.param) == (400, "uri"), (uri, caught.value)
 
-def test_unsafe_explicit_connection_ids_are_typed_bad_requests(store: StoreFront) -> None:
-    setup_mailbox(store)
-    store.upsert_records(MAILBOX, BODIES, [body("e1", TEXT)])
-
+    # An explicit connection id is checked as safely.
     for connection_id in ("", ".", "..", "a/b", "a\\b", "x..y", "a\x00b"):
         for record in (f"{BODIES}:e1", UnscopedRecordRef(BODIES, "e1")):
-            error = _error(_window, store, OWNER, record, connection_id)
-            assert_store_error(error, "invalid_request", 400, "connection_id")
+            assert_store_error(
+                _error(_window, store, OWNER, record, connection_id),
+                "invalid_request",
+                400,
+                "connection_id",
+            )
 
 
 def test_unsafe_values_cannot_build_a_record_ref() -> None:
