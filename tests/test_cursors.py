@@ -400,5 +400,10 @@ def test_key_rotation_with_a_configured_secret_keeps_old_cursors_valid(db_url: s
         with open_front(front, db_url, cursor_secret=SECRET_A) as configured:
             _with_text(configured)
             old = _read(configured, limit_chars=500)["window"]["next_cursor"]
-            configured.rotate_cursor_key()
+            refusal: StoreError | None = None
+            try:
+                configured.rotate_cursor_key()
+            except StoreError as refused:  # keys rotate by configuration here: refusing is fine
+                refusal = refused
+            assert refusal is None or refusal.http_status == 400
             assert_window(_read(configured, cursor=old), TEXT, 500, 500)
