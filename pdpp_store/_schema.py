@@ -55,6 +55,15 @@ def key_text() -> TypeEngine[str]:
     return Text().with_variant(Text(collation="C"), "postgresql")
 
 
+def record_key() -> list[Column[str]]:
+    """The columns that name a record, leading every record-data table's key (Rule 1)."""
+    return [
+        Column("connection_id", key_text(), nullable=False),
+        Column("stream", key_text(), nullable=False),
+        Column("record_id", key_text(), nullable=False),
+    ]
+
+
 metadata = MetaData()
 
 cursor_keys = Table(
@@ -95,9 +104,7 @@ connections = Table(
 records = Table(
     "records",
     metadata,
-    Column("connection_id", key_text(), nullable=False),
-    Column("stream", key_text(), nullable=False),
-    Column("record_id", key_text(), nullable=False),
+    *record_key(),
     Column("version", Integer, nullable=False),
     Column("digest", Text, nullable=False),
     Column("deleted", Boolean, nullable=False),
@@ -108,9 +115,7 @@ records = Table(
 fields = Table(
     "fields",
     metadata,
-    Column("connection_id", key_text(), nullable=False),
-    Column("stream", key_text(), nullable=False),
-    Column("record_id", key_text(), nullable=False),
+    *record_key(),
     Column("path", key_text(), nullable=False),
     Column("kind", Text, nullable=False),
     Column("json_type", Text, nullable=False),
@@ -129,9 +134,7 @@ fields = Table(
 field_chunks = Table(
     "field_chunks",
     metadata,
-    Column("connection_id", key_text(), nullable=False),
-    Column("stream", key_text(), nullable=False),
-    Column("record_id", key_text(), nullable=False),
+    *record_key(),
     Column("path", key_text(), nullable=False),
     Column("chunk_no", Integer, nullable=False),
     Column("text", key_text(), nullable=False),

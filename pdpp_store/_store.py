@@ -61,21 +61,58 @@ class WindowArgs(TypedDict, total=False):
     cursor: str | None
 
 
-def _codec_from(
-    configured: bytes | None, previous: Sequence[bytes], stored: list[tuple[int, bytes]]
-) -> CursorCodec:
+MIN_SECRET_BYTES = 16
+
+
+def _check_secrets(configured: object, previous: object) -> tuple[bytes, ...]:
+    """The configured cursor secrets, checked before anything is opened."""
+    if configured is None:
+        if previous:
+            raise BadRequest(
+                "invalid_request",
+                "previous_cursor_secrets needs cursor_secret",
+                param="previous_cursor_secrets",
+            )
+        return ()
+    if isinstance(previous, bytes | str) or not isinstance(previous, Sequence):
+        raise BadRequest(
+            "invalid_request",
+            "previous_cursor_secrets must be a list of bytes",
+            param="previous_cursor_secrets",
+        )
+    secrets = (configured, *previous)
+    for number, secret in enumerate(secrets):
+        if not isinstance(secret, bytes) or len(secret) < MIN_SECRET_BYTES:
+            raise BadRequest(
+                "invalid_request",
+                f"cursor secrets must be bytes of at least {MIN_SECRET_BYTES} bytes",
+                param="cursor_secret" if number == 0 else "previous_cursor_secrets",
+            )
+    return secrets
+
+
+def _check_options(configured: object, previous: object, batch_size: object) -> tuple[bytes, ...]:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise BadRequest(
+            "invalid_request", "batch_size must be an integer >= 1", param="batch_size"
+        )
+    return _check_secrets(configured, previous)
+
+
+def _codec_from(configured: tuple[bytes, ...], stored: list[tuple[int, bytes]]) -> CursorCodec:
     """Configured secrets win (key id from the secret itself); else the keys kept in the store."""
-    if configured is not None:
-        keys = [CursorKey(hashlib.sha256(s).digest()[0], s) for s in (configured, *previous)]
+    if configured:
+        keys = [CursorKey(hashlib.sha256(s).digest()[0], s) for s in configured]
     else:
         keys = [CursorKey(key_id, secret) for key_id, secret in stored]
     return CursorCodec(keys[0], keys[1:])
 
 
 class _StoreCore:
-    def __init__(self, codec: CursorCodec, batch_size: int) -> None:
-        if batch_size < 1:
-            raise BadRequest("invalid_request", "batch_size must be at least 1", param="batch_size")
+    def __init__(
+        self, codec: CursorCodec, batch_size: int, configured_secrets: tuple[bytes, ...]
+    ) -> None:
+        self._configured_secrets = configured_secrets
         self._ctx = ReadContext(codec)
         self._batch_size = batch_size
 
@@ -110,9 +147,16 @@ class _StoreCore:
         return _reads.read_record(self._ctx, grant, record, connection_id=connection_id)
 
     def _op_rotate_cursor_key(self) -> Op[None]:
+        if self._configured_secrets:
+            raise BadRequest(
+                "invalid_request",
+                "this store's cursor secret is configured: rotate it by configuration "
+                "(a new cursor_secret, the old one in previous_cursor_secrets)",
+                param="cursor_secret",
+            )
         yield from _ingest.rotate_cursor_key()
         stored = yield from _ingest.load_cursor_keys(create=False)
-        self._ctx = ReadContext(_codec_from(None, (), stored), self._ctx.preview_chars)
+        self._ctx = ReadContext(_codec_from((), stored), self._ctx.preview_chars)
 
     def _op_read_resource(self, grant: Grant, uri: str) -> Op[RecordView | FieldWindow]:
         if isinstance(uri, str) and uri.startswith(RECORD_URI_PREFIX):
@@ -134,8 +178,14 @@ class _StoreCore:
 class Store(_StoreCore):
     """The synchronous store. `Store.open(url)` migrates the database if needed."""
 
-    def __init__(self, engine: Engine, codec: CursorCodec, batch_size: int) -> None:
-        super().__init__(codec, batch_size)
+    def __init__(
+        self,
+        engine: Engine,
+        codec: CursorCodec,
+        batch_size: int,
+        configured_secrets: tuple[bytes, ...] = (),
+    ) -> None:
+        super().__init__(codec, batch_size, configured_secrets)
         self.engine = engine
 
     @classmethod
@@ -147,6 +197,7 @@ class Store(_StoreCore):
         previous_cursor_secrets: Sequence[bytes] = (),
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> Self:
+        secrets = _check_options(cursor_secret, previous_cursor_secrets, batch_size)
         with opening(url):
             engine = create_engine(sync_url(url))
             if engine.dialect.name == "sqlite":
@@ -154,8 +205,8 @@ class Store(_StoreCore):
             with engine.connect() as conn:
                 migrate(conn)
                 conn.commit()
-        stored = run_sync(engine, _ingest.load_cursor_keys(cursor_secret is None), write=True)
-        return cls(engine, _codec_from(cursor_secret, previous_cursor_secrets, stored), batch_size)
+        stored = run_sync(engine, _ingest.load_cursor_keys(create=not secrets), write=True)
+        return cls(engine, _codec_from(secrets, stored), batch_size, secrets)
 
     def _run(self, op: Op[T], *, write: bool = False) -> T:
         return run_sync(self.engine, op, write=write)
@@ -219,8 +270,14 @@ class Store(_StoreCore):
 class AsyncStore(_StoreCore):
     """The asynchronous store: the same operations as `Store`, awaited."""
 
-    def __init__(self, engine: AsyncEngine, codec: CursorCodec, batch_size: int) -> None:
-        super().__init__(codec, batch_size)
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        codec: CursorCodec,
+        batch_size: int,
+        configured_secrets: tuple[bytes, ...] = (),
+    ) -> None:
+        super().__init__(codec, batch_size, configured_secrets)
         self.engine = engine
 
     @classmethod
@@ -232,6 +289,7 @@ class AsyncStore(_StoreCore):
         previous_cursor_secrets: Sequence[bytes] = (),
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> Self:
+        secrets = _check_options(cursor_secret, previous_cursor_secrets, batch_size)
         with opening(url):
             engine = create_async_engine(async_url(url))
             if engine.dialect.name == "sqlite":
@@ -239,10 +297,8 @@ class AsyncStore(_StoreCore):
             async with engine.connect() as conn:
                 await conn.run_sync(migrate)
                 await conn.commit()
-        stored = await run_async(
-            engine, _ingest.load_cursor_keys(cursor_secret is None), write=True
-        )
-        return cls(engine, _codec_from(cursor_secret, previous_cursor_secrets, stored), batch_size)
+        stored = await run_async(engine, _ingest.load_cursor_keys(create=not secrets), write=True)
+        return cls(engine, _codec_from(secrets, stored), batch_size, secrets)
 
     async def _run(self, op: Op[T], *, write: bool = False) -> T:
         return await run_async(self.engine, op, write=write)
