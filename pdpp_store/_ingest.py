@@ -329,6 +329,9 @@ def upsert_records(
             rows = _chunk_rows(connection_id, stream, plan.new_fields)
             for group in _batched(rows, CHUNK_ROWS_PER_STATEMENT):
                 yield Execute(sql.insert_chunks(), group)
+            for _, item in plan.new_fields:
+                if item.payload is not None and item.mime_type is not None:
+                    yield from _store_blob(memoryview(item.payload), item.mime_type)
         yield COMMIT
     return result
 
@@ -393,7 +396,11 @@ def put_blob(data: bytes, mime_type: str) -> Op[BlobInfo]:
         raise BadRequest(
             "invalid_request", "mime_type must be a MIME type such as text/plain", param="mime_type"
         )
-    view = memoryview(data)
+    return (yield from _store_blob(memoryview(data), mime_type))
+
+
+def _store_blob(view: memoryview, mime_type: str) -> Op[BlobInfo]:
+    """Content-addressed: bytes already stored are not written again (their MIME type stays)."""
     sha = hashlib.sha256(view).hexdigest()
     blob_id = f"blob_sha256_{sha}"
     found = yield sql.blob_exists(blob_id)

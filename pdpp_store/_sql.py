@@ -61,7 +61,8 @@ from ._schema import (
 )
 from ._values import CHUNK_CHARS
 
-TEXT_LIKE_KINDS = (FieldKind.TEXT.value, FieldKind.JSON.value)
+TEXT_LIKE_KINDS = tuple(kind.value for kind in FieldKind if kind.text_like)
+BINARY_KINDS = tuple(kind.value for kind in FieldKind if not kind.text_like)
 
 
 class strpos(GenericFunction[int]):
@@ -433,7 +434,7 @@ def _record_preview(shape: GrantShape, projected: bool) -> Select[Any]:
 
 def blob_visible(grants: list[StreamGrant], blob_id: str) -> Execute:
     """Blob metadata, only if some record visible under one of `grants` references the blob from
-    a field that grant covers."""
+    a binary-only field that grant covers (a blob reference, or base64 / NUL content)."""
     params: dict[str, Any] = {"b_id": blob_id}
     shapes = []
     for number, grant in enumerate(grants):
@@ -449,7 +450,7 @@ def _blob_visible(shapes: tuple[tuple[GrantShape, bool], ...]) -> Select[Any]:
     referenced = [
         exists().where(
             fields.c.blob_id == bindparam("b_id"),
-            fields.c.kind == FieldKind.BLOB_REF.value,
+            fields.c.kind.in_(BINARY_KINDS),
             fields.c.path.in_(bindparam(f"g{number}_fields", expanding=True))
             if projected
             else true(),

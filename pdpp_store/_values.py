@@ -17,11 +17,13 @@ Rules:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import BadRequest
@@ -76,6 +78,18 @@ def looks_like_base64(text: str) -> bool:
         and any(c.isdigit() for c in text[:256])
         and ("+" in text or "/" in text)
     )
+
+
+def blob_id_of(data: bytes) -> str:
+    return "blob_sha256_" + hashlib.sha256(data).hexdigest()
+
+
+def _decode_base64(text: str) -> bytes | None:
+    """The bytes of strict base64, or None (declared base64 that is not: kept, but no blob)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _encodable(text: str) -> bool:
@@ -134,6 +148,9 @@ class EncodedField:
     mime_type: str | None = None
     blob_id: str | None = None
     time_value: str | None = None
+    payload: bytes | None = field(default=None, repr=False, compare=False)
+    """For binary-only strings: the bytes kept as a blob (decoded base64, or the UTF-8 of a NUL
+    string), so the field has a blob id, an export path and byte-range reads."""
 
     @property
     def chunk_count(self) -> int:
@@ -162,18 +179,23 @@ def _encode_string(
             size_bytes,
             digest,
             mime_type=hint_mime or _DEFAULT_MIME,
+            blob_id="blob_sha256_" + digest.removeprefix("sha256:"),
+            payload=value.encode("utf-8"),
         )
     if hint_kind is FieldKind.BASE64 or looks_like_base64(value):
         padding = len(value) - len(value.rstrip("="))
+        decoded = _decode_base64(value)
         return EncodedField(
             path,
             FieldKind.BASE64,
             "string",
             value,
             len(value),
-            len(value) // 4 * 3 - padding,
+            len(decoded) if decoded is not None else len(value) // 4 * 3 - padding,
             digest,
             mime_type=hint_mime or _DEFAULT_MIME,
+            blob_id=None if decoded is None else blob_id_of(decoded),
+            payload=decoded,
         )
     return EncodedField(
         path,

@@ -3,6 +3,7 @@ the store unchanged. Every test runs on every backend and front."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from typing import Any
@@ -298,3 +299,45 @@ def test_batches_commit_in_order_and_say_what_was_committed(db_url: str) -> None
         error = _error(store.upsert_records, MAILBOX, "message_bodies", iter(records))
         assert error.details["committed"] == {"inserted": 4, "updated": 0, "unchanged": 0}
         assert _count_rows(store)["records"] == 4
+
+
+def test_binary_only_strings_are_exported_as_blobs(store: StoreFront) -> None:
+    store.register_manifest(
+        {
+            "connector_id": "bin",
+            "streams": [
+                {
+                    "name": "files",
+                    "primary_key": ["id"],
+                    "schema": {
+                        "properties": {
+                            "png": {"contentEncoding": "base64", "contentMediaType": "image/png"},
+                            "broken": {"contentEncoding": "base64"},
+                        }
+                    },
+                }
+            ],
+        }
+    )
+    store.add_connection("cin_b", "bin")
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 300
+    nul = "a\x00b é"
+    store.upsert_records(
+        "cin_b",
+        "files",
+        [{"id": "f1", "png": base64.b64encode(png).decode(), "nul": nul, "broken": "not b64!"}],
+    )
+    grant = Grant.owner("cin_b", "files")
+    for name, data in (("png", png), ("nul", nul.encode())):
+        info = store.describe_field(grant, "cin_b/files:f1", name)
+        assert info.blob_id == "blob_sha256_" + hashlib.sha256(data).hexdigest()
+        assert info.to_dict()["export_uri"] == f"pdpp://blob/{info.blob_id}"
+        assert info.size_bytes == len(data)
+        assert store.read_blob_range(grant, info.blob_id, 0, len(data)).data == data
+    assert store.describe_field(grant, "cin_b/files:f1", "broken").blob_id is None
+    narrow = Grant.from_dict(
+        {"grant_id": "g", "streams": [{"name": "files", "fields": ["id", "nul"]}]}
+    )
+    png_id = store.describe_field(grant, "cin_b/files:f1", "png").blob_id
+    assert png_id is not None
+    assert _error(store.blob_info, narrow, png_id).code == "blob_not_found"
