@@ -62,19 +62,9 @@ class _Cli(click.Group):
 # ---------------------------------------------------------------- helpers (I/O only)
 
 
-def _open(url: str) -> Store:
-    try:
-        return Store.open(url)
-    except StoreError:
-        raise
-    except Exception as error:  # `Store.open` lets driver errors through (unreachable, bad URL)
-        first_line = (str(error).strip() or type(error).__name__).splitlines()[0]
-        raise click.ClickException(f"cannot open the store given by --db: {first_line}") from None
-
-
 def _open_store(ctx: click.Context) -> Store:
     """The store named by the global `--db`, closed when the command ends."""
-    store = _open(ctx.find_root().params["db"])
+    store = Store.open(ctx.find_root().params["db"])
     ctx.call_on_close(store.close)
     return store
 
@@ -373,7 +363,7 @@ def demo(ctx: click.Context, url: str | None, directory: Path | None) -> None:
     if url is not None and directory is not None:
         raise click.UsageError("give --db or --dir, not both")
     if url is not None:
-        _open(url).close()  # a store that cannot be opened is a one-line error, not a traceback
+        Store.open(url).close()  # an unopenable store: a one-line error, before the demo
         run_demo(url, click.echo)
     elif directory is not None:
         directory.mkdir(parents=True, exist_ok=True)

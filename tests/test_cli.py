@@ -335,10 +335,14 @@ def test_db_comes_from_the_environment(url: str) -> None:
 
 
 def test_a_store_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
-    for bad in ("not a url", f"sqlite:///{tmp_path}/missing/dir/store.db"):
+    cases = {
+        "not a url": "invalid_request",
+        f"sqlite:///{tmp_path}/no/dir/x.db": "storage_unavailable",
+    }
+    for bad, code in cases.items():
         result = run(bad, "read", "record", REF)
         assert result.exit_code == 1
-        assert result.stderr.startswith("Error: cannot open the store given by --db")
+        assert json.loads(result.stderr)["error"]["code"] == code
         assert "Traceback" not in result.stderr
 
 
