@@ -11,6 +11,7 @@ server fails, otherwise it skips. ``-m "not postgres"`` runs SQLite alone.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,14 @@ BACKENDS = [
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: runs against a Postgres server")
+
+
+def pytest_benchmark_update_machine_info(
+    config: pytest.Config, machine_info: dict[str, Any]
+) -> None:
+    """Record how busy the machine was (the 15-minute figure spans most of a full run): the
+    report prints it, since other processes on the CPUs inflate every latency, round trips most."""
+    machine_info["load_average"] = os.getloadavg()
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from . import _sql as sql
@@ -77,8 +78,14 @@ RecordInput = RecordRef | UnscopedRecordRef | str
 
 @dataclass(frozen=True, slots=True)
 class ReadContext:
+    """What reads share across calls of one store: the cursor codec, the preview bound, and the
+    (connection, stream) pairs already seen declared. That cache only ever says "declared", so it
+    can skip the catalogue query of step 1 but never let an undeclared stream through on its
+    own; the store clears it when it registers a manifest."""
+
     codec: CursorCodec
     preview_chars: int = PREVIEW_CHARS
+    declared: set[tuple[str, str]] = dataclass_field(default_factory=set, compare=False)
 
 
 # ---------------------------------------------------------------- steps shared by every read
@@ -98,7 +105,9 @@ def _field_info(row: tuple[Any, ...]) -> FieldInfo:
     )
 
 
-def _declared(ref: RecordRef | UnscopedRecordRef, covered: bool) -> Op[bool]:
+def _declared(
+    ref: RecordRef | UnscopedRecordRef, covered: bool, seen: set[tuple[str, str]]
+) -> Op[bool]:
     """Step 1. Returns whether the connection is known to exist.
 
     The connection-specific answer ("not declared by this connection's manifest") is given only
@@ -107,7 +116,10 @@ def _declared(ref: RecordRef | UnscopedRecordRef, covered: bool) -> Op[bool]:
     global question and step 5 refuses the connection exactly like a missing one.
     """
     if isinstance(ref, RecordRef):
+        if (ref.connection_id, ref.stream) in seen:
+            return True
         if (yield sql.stream_spec(ref.connection_id, ref.stream)):
+            seen.add((ref.connection_id, ref.stream))
             return True
         if covered and (yield sql.connection_exists(ref.connection_id)):
             raise NotFound(
@@ -149,10 +161,12 @@ def _connection(
 
 
 def _resolve(
+    ctx: ReadContext,
     grant: Grant,
     record: RecordInput,
     connection_id: str | None,
     path: str | None,
+    *,
     selector: Mapping[str, Any] | None = None,
 ) -> Op[tuple[RecordRef, StreamGrant, str, Any, tuple[dict[str, str], ...]]]:
     """Steps 1 to 6 for one record (and one field, when `path` is given)."""
@@ -160,7 +174,7 @@ def _resolve(
     covered = isinstance(ref, RecordRef) and any(
         s.name == ref.stream and s.covers_connection(ref.connection_id) for s in grant.streams
     )
-    known = yield from _declared(ref, covered)
+    known = yield from _declared(ref, covered, ctx.declared)
     checked_path = validate_field_path(path) if path is not None else ""
     chosen, warnings = parse_selector(**selector) if selector is not None else (None, ())
     grant.ensure_usable()
@@ -219,7 +233,7 @@ def read_field_window(
     **selector: Any,
 ) -> Op[FieldWindow]:
     ref, stream_grant, path, chosen, warnings = yield from _resolve(
-        grant, record, connection_id, field, selector
+        ctx, grant, record, connection_id, field, selector=selector
     )
     binding = cursor_binding(
         grant.fingerprint(ref.stream), ref.connection_id, ref.stream, ref.record_id, path
@@ -293,9 +307,14 @@ def _find(ref: RecordRef, path: str, stream_grant: StreamGrant, info: FieldInfo,
 
 
 def describe_field(
-    grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
+    ctx: ReadContext,
+    grant: Grant,
+    record: RecordInput,
+    field: str,
+    *,
+    connection_id: str | None = None,
 ) -> Op[FieldInfo]:
-    ref, stream_grant, path, _, _ = yield from _resolve(grant, record, connection_id, field)
+    ref, stream_grant, path, _, _ = yield from _resolve(ctx, grant, record, connection_id, field)
     return _present((yield sql.field_meta(ref, path, stream_grant)), ref, path)
 
 
@@ -387,7 +406,7 @@ def _preview(row: tuple[Any, ...], bound: int) -> FieldPreview:
 def read_record(
     ctx: ReadContext, grant: Grant, record: RecordInput, *, connection_id: str | None = None
 ) -> Op[RecordView]:
-    ref, stream_grant, _, _, _ = yield from _resolve(grant, record, connection_id, None)
+    ref, stream_grant, _, _, _ = yield from _resolve(ctx, grant, record, connection_id, None)
     rows = yield sql.record_preview(ref, stream_grant, ctx.preview_chars)
     if not rows:
         raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")

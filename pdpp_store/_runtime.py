@@ -12,9 +12,9 @@ Rules:
    operation raises, everything since the last commit is rolled back.
 2. Database errors are translated to `StoreError` here and nowhere else, by SQLSTATE / exception
    class, never by message text.
-3. On SQLite the driver's own transaction handling is switched off and the store emits `BEGIN`
-   itself (`BEGIN IMMEDIATE` for writes), so a read-then-write operation is one serialised
-   transaction and reads are consistent snapshots.
+3. Writes run in one transaction each (on SQLite the driver's own transaction handling is
+   switched off and the store emits `BEGIN IMMEDIATE` itself, so a read-then-write operation is
+   one serialised transaction). Reads run without an explicit transaction (see `_options`).
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ Rows = list[tuple[Any, ...]]
 Op = Generator[Request, Rows | None, T]
 
 _WRITE = "pdpp_write"
+_READ = "pdpp_read"
 
 
 def translate_db_error(exc: DBAPIError) -> StoreError:
@@ -111,10 +112,22 @@ def _reply(result: Any) -> Rows | None:
     return [tuple(row) for row in result] if result.returns_rows else None
 
 
+def _options(dialect: str, write: bool) -> dict[str, Any]:
+    """Writes run in one transaction (`BEGIN IMMEDIATE` on SQLite). Reads run without one: each
+    statement sees a consistent snapshot, and a read that takes several statements binds them to
+    each other by the field's digest (Rule 3 of `_sql`), so BEGIN and COMMIT would only add two
+    round trips per read."""
+    if write:
+        return {_WRITE: True}
+    if dialect == "postgresql":
+        return {"isolation_level": "AUTOCOMMIT"}
+    return {_READ: True}
+
+
 def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
+    dialect = engine.dialect.name
     with engine.connect() as plain:
-        conn = plain.execution_options(**{_WRITE: True}) if write else plain
-        dialect = engine.dialect.name
+        conn = plain.execution_options(**_options(dialect, write))
         try:
             request = next(op)
             while True:
@@ -134,9 +147,9 @@ def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
 
 
 async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T:
+    dialect = engine.dialect.name
     async with engine.connect() as plain:
-        conn = await plain.execution_options(**{_WRITE: True}) if write else plain
-        dialect = engine.dialect.name
+        conn = await plain.execution_options(**_options(dialect, write))
         try:
             request = next(op)
             while True:
@@ -217,8 +230,10 @@ def install_sqlite_hooks(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        immediate = conn.get_execution_options().get(_WRITE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        options = conn.get_execution_options()
+        if options.get(_READ, False):
+            return  # a read: every statement in its own implicit transaction
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get(_WRITE, False) else "BEGIN")
 
 
 def _script_location() -> str:

@@ -123,6 +123,7 @@ class _StoreCore:
     # Each `_op_*` builds one operation; the fronts drive it (writes with `write=True`).
 
     def _op_register_manifest(self, manifest: Mapping[str, Any]) -> Op[None]:
+        self._ctx.declared.clear()  # a new manifest may declare fewer streams
         return _ingest.register_manifest(Manifest.from_dict(manifest))
 
     def _op_upsert_records(
@@ -156,7 +157,9 @@ class _StoreCore:
             )
         yield from _ingest.rotate_cursor_key()
         stored = yield from _ingest.load_cursor_keys(create=False)
-        self._ctx = ReadContext(_codec_from((), stored), self._ctx.preview_chars)
+        self._ctx = ReadContext(
+            _codec_from((), stored), self._ctx.preview_chars, self._ctx.declared
+        )
 
     def _op_read_resource(self, grant: Grant, uri: str) -> Op[RecordView | FieldWindow]:
         if isinstance(uri, str) and uri.startswith(RECORD_URI_PREFIX):
@@ -253,7 +256,9 @@ class Store(_StoreCore):
     def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
-        return self._run(_reads.describe_field(grant, record, field, connection_id=connection_id))
+        return self._run(
+            _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id)
+        )
 
     def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
         return self._run(self._op_read_resource(grant, uri))
@@ -346,7 +351,7 @@ class AsyncStore(_StoreCore):
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
         return await self._run(
-            _reads.describe_field(grant, record, field, connection_id=connection_id)
+            _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id)
         )
 
     async def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
