@@ -36,6 +36,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     or_,
     select,
     true,
@@ -61,8 +62,14 @@ from ._schema import (
 )
 from ._values import CHUNK_CHARS
 
-TEXT_LIKE_KINDS = tuple(kind.value for kind in FieldKind if kind.text_like)
-BINARY_KINDS = tuple(kind.value for kind in FieldKind if not kind.text_like)
+
+def _kind_in(text_like: bool) -> ColumnElement[bool]:
+    """`fields.kind` is one of the text-like (or binary-only) kinds, with the kinds as SQL
+    literals: an IN list of bound values would be re-rendered on every execution."""
+    kinds: list[ColumnElement[str]] = [
+        literal_column(f"'{kind.value}'") for kind in FieldKind if kind.text_like is text_like
+    ]
+    return fields.c.kind.in_(kinds)
 
 
 class strpos(GenericFunction[int]):
@@ -282,7 +289,7 @@ def _field_window(shape: GrantShape, with_prefix: bool) -> Select[Any]:
         field_chunks.c.path == bindparam("f_path"),
         field_chunks.c.chunk_no.between(bindparam("w_first"), bindparam("w_last")),
         fields.c.path.is_not(None),
-        fields.c.kind.in_(TEXT_LIKE_KINDS),
+        _kind_in(text_like=True),
     )
     if with_prefix:
         current = func.substr(fields.c.digest, 1, bindparam("w_prefix_len", type_=Integer))
@@ -414,7 +421,7 @@ def _record_preview(shape: GrantShape, projected: bool) -> Select[Any]:
         _record_is(field_chunks),
         field_chunks.c.path == fields.c.path,
         field_chunks.c.chunk_no == 0,
-        fields.c.kind.in_(TEXT_LIKE_KINDS),
+        _kind_in(text_like=True),
     )
     return (
         select(
@@ -450,7 +457,7 @@ def _blob_visible(shapes: tuple[tuple[GrantShape, bool], ...]) -> Select[Any]:
     referenced = [
         exists().where(
             fields.c.blob_id == bindparam("b_id"),
-            fields.c.kind.in_(BINARY_KINDS),
+            _kind_in(text_like=False),
             fields.c.path.in_(bindparam(f"g{number}_fields", expanding=True))
             if projected
             else true(),

@@ -31,6 +31,7 @@ from ._ingest import BlobInfo, UpsertResult
 from ._manifest import Manifest
 from ._reads import BlobRange, ReadContext, RecordView
 from ._runtime import (
+    HeldReader,
     Op,
     async_url,
     install_sqlite_hooks,
@@ -190,6 +191,7 @@ class Store(_StoreCore):
     ) -> None:
         super().__init__(codec, batch_size, configured_secrets)
         self.engine = engine
+        self._reader = HeldReader(engine)
 
     @classmethod
     def open(
@@ -212,9 +214,10 @@ class Store(_StoreCore):
         return cls(engine, _codec_from(secrets, stored), batch_size, secrets)
 
     def _run(self, op: Op[T], *, write: bool = False) -> T:
-        return run_sync(self.engine, op, write=write)
+        return run_sync(self.engine, op, write=True) if write else self._reader.run(op)
 
     def close(self) -> None:
+        self._reader.close()
         self.engine.dispose()
 
     def __enter__(self) -> Self:

@@ -265,5 +265,6 @@ def test_the_peak_measures_the_read_on_every_front(big: tuple[StoreFront, Big]) 
         window_text,
     )
     assert small.peak < READ_PEAK_BYTES // 2, f"idle read peak {small.peak / 1024:.0f} KiB"
-    held = measure(store, lambda: loaded.text[: 1 << 20].encode(), len)
+    megabyte = loaded.text[: 1 << 20]
+    held = measure(store, megabyte.encode, len)
     assert held.peak > READ_PEAK_BYTES, "tracemalloc must see a held megabyte"

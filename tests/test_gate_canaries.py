@@ -34,6 +34,7 @@ Rules:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -64,6 +65,7 @@ CONSENT = {MB: "message_received_at", AT: "message_received_at", MS: "received_a
 PREVIEW_CHARS = 1024
 MAX_LIMIT = 16384
 CLAMPED = {"code": "limit_clamped", "param": "limit_chars"}
+OCTET_STREAM = "application/octet-stream"
 
 Key: TypeAlias = tuple[str, str, str]
 """A record: (connection, stream, record id)."""
@@ -110,7 +112,8 @@ SecretKind = Literal["text", "name", "binary", "blob"]
 @dataclass(frozen=True, slots=True)
 class Secret:
     """Where a canary lives. `text`: a text-like field's value; `name`: a field's name;
-    `binary`: a binary-only field's value (never readable, §5); `blob`: a blob's bytes or MIME."""
+    `binary`: a binary-only field's value (never in a field read, §5; readable as blob bytes
+    when the store keeps it as blob `blob`); `blob`: a blob's bytes or MIME type."""
 
     canary: str
     kind: SecretKind
@@ -129,6 +132,9 @@ class Blob:
     key: str
     data: bytes
     mime_type: str
+    derived: bool = False
+    """Stored by the store itself from a binary-only string (decoded base64, or the UTF-8 of a
+    NUL string), not by `put_blob`."""
 
     @property
     def sha256(self) -> str:
@@ -263,11 +269,21 @@ class _Builder:
         data[name] = self.short(text(name))
         blobs = {}
         if binary:
+            # Binary-only strings are kept as blobs too: the NUL string's UTF-8 (canary and
+            # all) is readable as blob bytes through the field; the base64 text's canary is in
+            # no blob (its decoded bytes are other bytes), so it is never readable at all.
             core = "Zm9vYmFy+/9A" * 6
             data["raw_b64"] = core + self.canary("binary", record=key, field="raw_b64") + core
+            nul_key = f"{'/'.join(key)}#nul_note"
             data["nul_note"] = "nul\x00 " + self.short(
-                self.canary("binary", record=key, field="nul_note")
+                self.canary("binary", record=key, field="nul_note", blob=nul_key)
             )
+            for path, blob_key, payload in (
+                ("raw_b64", f"{'/'.join(key)}#raw_b64", base64.b64decode(data["raw_b64"])),
+                ("nul_note", nul_key, data["nul_note"].encode()),
+            ):
+                self.blobs[blob_key] = Blob(blob_key, payload, OCTET_STREAM, derived=True)
+                blobs[path] = blob_key
         for path, blob in extra.items():
             data[path] = blob.as_ref()
             blobs[path] = blob.key
@@ -334,9 +350,7 @@ def build_dataset(seed: int = 20260301) -> Dataset:
     records = dict(build.records)
     for deleted in ((A, MB, "bdel"), (A, AT, "a_del")):
         rec = records[deleted]
-        records[deleted] = Rec(
-            *rec.key, rec.data, rec.instant, rec.binary, rec.blobs, deleted=True
-        )
+        records[deleted] = Rec(*rec.key, rec.data, rec.instant, rec.binary, rec.blobs, deleted=True)
     return Dataset(records, build.blobs, tuple(build.secrets))
 
 
@@ -350,7 +364,8 @@ def load(store: StoreFront, ds: Dataset = DATASET) -> None:
     for connection_id in (A, B):
         store.add_connection(connection_id, gmail["connector_id"])
     for blob in ds.blobs.values():
-        assert store.put_blob(blob.data, blob.mime_type).blob_id == blob.blob_id
+        if not blob.derived:
+            assert store.put_blob(blob.data, blob.mime_type).blob_id == blob.blob_id
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for rec in ds.records.values():
         groups.setdefault((rec.connection, rec.stream), []).append(dict(rec.data))
@@ -365,6 +380,10 @@ def load(store: StoreFront, ds: Dataset = DATASET) -> None:
             for path in rec.data:
                 info = store.describe_field(owner, RecordRef(*rec.key), path)
                 assert info.text_like == (path not in rec.binary), (rec.key, path)
+                if path in rec.blobs:
+                    blob = ds.blobs[rec.blobs[path]]
+                    assert info.blob_id == blob.blob_id, (rec.key, path)
+                    assert store.blob_info(owner, blob.blob_id).size_bytes == len(blob.data)
 
 
 # ================================================================ the oracle (§2, §5)
@@ -423,9 +442,7 @@ def visible(sg: StreamGrantDict, rec: Rec) -> bool:
 
 def readable(grant: GrantDict, rec: Rec, path: str) -> bool:
     sg = stream_grant(grant, rec.stream)
-    return (
-        not refusal(grant) and sg is not None and visible(sg, rec) and allows(sg, path)
-    )
+    return not refusal(grant) and sg is not None and visible(sg, rec) and allows(sg, path)
 
 
 def blob_visible(grant: GrantDict, ds: Dataset, blob_key: str) -> bool:
@@ -438,23 +455,28 @@ def blob_visible(grant: GrantDict, ds: Dataset, blob_key: str) -> bool:
     )
 
 
-def authorized(grant: GrantDict, ds: Dataset = DATASET) -> frozenset[str]:
-    """The canaries `grant` lets a reader see. Binary-only values never (§5: metadata only)."""
+def authorized(
+    grant: GrantDict, ds: Dataset = DATASET, *, through_blobs: bool = False
+) -> frozenset[str]:
+    """The canaries `grant` lets a reader see. Binary-only values never through a field read
+    (§5: metadata only); through a blob read (`through_blobs`) when the store keeps them as a
+    blob that the grant reaches."""
     allowed = set()
     for secret in ds.secrets:
-        if secret.kind == "blob":
-            assert secret.blob is not None
-            if blob_visible(grant, ds, secret.blob):
+        if secret.kind in ("blob", "binary") and secret.blob is not None:
+            reaches = secret.kind == "blob" or through_blobs
+            if reaches and blob_visible(grant, ds, secret.blob):
                 allowed.add(secret.canary)
         elif secret.kind != "binary":
-            assert secret.record is not None and secret.field is not None
+            assert secret.record is not None
+            assert secret.field is not None
             if readable(grant, ds.records[secret.record], secret.field):
                 allowed.add(secret.canary)
     return frozenset(allowed)
 
 
-def forbidden(grant: GrantDict, ds: Dataset = DATASET) -> list[str]:
-    allowed = authorized(grant, ds)
+def forbidden(grant: GrantDict, ds: Dataset = DATASET, *, through_blobs: bool = False) -> list[str]:
+    allowed = authorized(grant, ds, through_blobs=through_blobs)
     return [secret.canary for secret in ds.secrets if secret.canary not in allowed]
 
 
@@ -810,7 +832,7 @@ def check(
     """Run `op` under `grant_dict` and assert Rule 2 of the module; return the result (or the
     `StoreError`)."""
     grant = Grant.from_dict(grant_dict)
-    secret = forbidden(grant_dict, ds)
+    secret = forbidden(grant_dict, ds, through_blobs=isinstance(op, BlobMeta | BlobBytes))
     caplog.clear()
     result: Any = None
     error: StoreError | None = None
@@ -824,9 +846,12 @@ def check(
     cells = "".join(_text(value) for value in audit.values).lower()
     crossed = [canary for canary in secret if canary.lower() in cells]
     assert not crossed, f"unauthorized canary crossed into Python: {_where(ds, crossed)}; {what}"
-    returned = repr(result).lower() + json.dumps(
-        result.to_dict() if hasattr(result, "to_dict") else None, ensure_ascii=False
-    ).lower()
+    returned = (
+        repr(result).lower()
+        + json.dumps(
+            result.to_dict() if hasattr(result, "to_dict") else None, ensure_ascii=False
+        ).lower()
+    )
     handed = [canary for canary in secret if canary.lower() in returned]
     assert not handed, f"unauthorized canary in the result: {_where(ds, handed)}; {what}"
     sent = (op.sent() + json.dumps(grant_dict)).lower()
@@ -918,12 +943,16 @@ class Probe:
 
 def probes(ds: Dataset = DATASET) -> dict[str, Probe]:
     """One named probe per exclusion (and a few authorized reads), each a fixed operation."""
-    b03, b04, bdel = (A, MB, "b03"), (A, MB, "b04"), (A, MB, "bdel")
+    b01, b03, b04, bdel = (A, MB, "b01"), (A, MB, "b03"), (A, MB, "b04"), (A, MB, "bdel")
     narrow = _sg(MB, fields=["id", "body_text", "message_received_at"])
     in_window = {"field": CONSENT[MB], "since": BOUNDS[1][0], "until": BOUNDS[3][0]}
     timed = _grant(_sg(MB, time_constraint=in_window))
     attachments_a = _grant(_sg(AT, instance_ids=[A]))
     blob_id = {key: blob.blob_id for key, blob in ds.blobs.items()}
+
+    def nul_blob(key: Key) -> str:
+        return blob_id[ds.records[key].blobs["nul_note"]]
+
     body_canary = _canary(ds, b03, "body_text")
     out: dict[str, Probe] = {
         # authorized reads: the converse (the check sees what is granted)
@@ -1002,6 +1031,17 @@ def probes(ds: Dataset = DATASET) -> dict[str, Probe]:
         "blob-unreferenced": Probe(
             OWNER, BlobMeta(blob_id["orphan"]), (_canary(ds, None, None, "orphan"),)
         ),
+        "nul-blob-granted": Probe(OWNER, BlobBytes(nul_blob(b03), 0, 4096)),
+        "nul-blob-ungranted-field": Probe(
+            _grant(narrow),
+            BlobBytes(nul_blob(b03), 0, 4096),
+            (_canary(ds, b03, "nul_note", f"{'/'.join(b03)}#nul_note"),),
+        ),
+        "nul-blob-outside-resources": Probe(
+            _grant(_sg(MB, resources=["b03"])),
+            BlobBytes(nul_blob(b01), 0, 4096),
+            (_canary(ds, b01, "nul_note", f"{'/'.join(b01)}#nul_note"),),
+        ),
         "blob-outside-time": Probe(
             _grant(_sg(AT, time_constraint={"field": CONSENT[AT], "since": BOUNDS[0][0]})),
             BlobMeta(blob_id["badtime"]),
@@ -1021,7 +1061,8 @@ def check_probe(
     store: StoreFront, probe: Probe, caplog: pytest.LogCaptureFixture, ds: Dataset = DATASET
 ) -> Any:
     """A probe is meaningful (what it exposes is outside its grant) and passes `check`."""
-    outside = set(forbidden(probe.grant, ds))
+    through_blobs = isinstance(probe.op, BlobMeta | BlobBytes)
+    outside = set(forbidden(probe.grant, ds, through_blobs=through_blobs))
     assert set(probe.exposes) <= outside, "a probe must aim at canaries its grant excludes"
     return check(store, probe.grant, probe.op, caplog, ds)
 
@@ -1094,7 +1135,7 @@ def stream_grants(draw: st.DrawFn, name: str, ds: Dataset = DATASET) -> StreamGr
         connections = st.sampled_from([A, A, B, GHOST])
         sg["instance_ids"] = draw(st.lists(connections, unique=True, max_size=3))
     if draw(st.booleans()):
-        own = ds.fields_of(name) + ["no_such_field"]
+        own = [*ds.fields_of(name), "no_such_field"]
         sg["fields"] = draw(st.lists(st.sampled_from(own), unique=True, max_size=8))
     if draw(st.integers(0, 2)) == 0:
         ids = [*ds.ids_of(name), "nope"]
@@ -1138,7 +1179,7 @@ def targets(draw: st.DrawFn, grant: GrantDict | None = None) -> tuple[Key, str]:
     of its own fields the grant covers, so that reads succeed as often as they fail."""
     granted = [] if grant is None else [sg["name"] for sg in grant["streams"]]
     likely = [key for key in DATASET.records if key[1] in granted]
-    pool = likely if likely and draw(st.integers(0, 3)) else TARGET_KEYS
+    pool = likely if likely and draw(st.integers(0, 3)) > 0 else TARGET_KEYS
     key = draw(st.sampled_from(pool))
     rec = DATASET.records.get(key)
     own = list(rec.data) if rec else ["body_text"]
@@ -1210,6 +1251,7 @@ def selectors(draw: st.DrawFn, key: Key, path: str) -> tuple[dict[str, Any], boo
     return selector, False
 
 
+MINTED_UNDER = ["same", "same", "owner", "other"]
 FORMS: list[Form] = ["ref", "ref", "ref", "id", "legacy", "unscoped", "uri"]
 
 
@@ -1238,7 +1280,7 @@ def test_property_no_read_exposes_what_the_grant_excludes(
             form = data.draw(st.sampled_from(FORMS if uri_ok else FORMS[:-1]), label="form")
             check(loaded, grant, Window(key, path, selector, form, bad), caplog)
         elif kind == "cursor":
-            under = data.draw(st.sampled_from(["same", "same", "owner", "other"]), label="minted under")
+            under = data.draw(st.sampled_from(MINTED_UNDER), label="minted under")
             minted_under = {
                 "same": grant,
                 "owner": OWNER,

@@ -1,0 +1,257 @@
+"""P0 gate, proof 3: the proofs bite. Each test installs a deliberately broken variant of the
+library with `monkeypatch` and shows that the very checks of the gate (`check_bounded` of
+`test_gate_bounded`, `check_probe` of `test_gate_canaries`) pass on the real library and FAIL,
+for the right reason, on the broken one:
+
+    (a) the field-window statement also selects the whole field text     check_bounded
+    (b) grant visibility removed from every statement (`true()`)         check_probe: resources,
+                                                                         time, deletion, blobs of
+                                                                         other connections
+    (c) the field-granted check removed (`allows_field` always True)     check_probe: fields
+    (d) the blob visibility check removed                                check_probe: blobs
+    (e) a result of an earlier request kept and logged, or appended to   check_probe: logs and
+        a later error                                                    errors
+
+Run on the sync store of each database (the fronts share every statement). Statement builders
+in `_sql` are cached, so every cache is cleared before a variant is installed and after it is
+removed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Select, and_, bindparam, func, select, true
+from test_gate_bounded import (
+    FIELD,
+    GRANT,
+    RECORD,
+    check_bounded,
+    load_big,
+    window_text,
+)
+from test_gate_canaries import (
+    OWNER,
+    A,
+    Record,
+    capture_everything,
+    check,
+    check_probe,
+    load,
+    probes,
+)
+
+from pdpp_store import Store, StoreError, StreamGrant, _store
+from pdpp_store import _sql as sql
+from pdpp_store._runtime import run_sync
+from pdpp_store._schema import blobs, field_chunks, records
+
+LEAK = "unauthorized canary"
+
+
+def _clear_statement_caches() -> None:
+    for value in list(vars(sql).values()):
+        clear = getattr(value, "cache_clear", None)
+        if callable(clear):
+            clear()
+
+
+@pytest.fixture
+def breakable(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """`monkeypatch`, with the statement caches cleared around the broken variant's life."""
+    _clear_statement_caches()
+    yield monkeypatch
+    monkeypatch.undo()
+    _clear_statement_caches()
+
+
+@pytest.fixture
+def sync_store(db_url: str) -> Iterator[Store]:
+    with Store.open(db_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def canaries(sync_store: Store, caplog: pytest.LogCaptureFixture) -> Store:
+    load(sync_store)
+    capture_everything(caplog)
+    return sync_store
+
+
+def _bites(
+    store: Store,
+    names: list[str],
+    caplog: pytest.LogCaptureFixture,
+    breaking: Callable[[], None],
+) -> None:
+    """The named probes pass on the real library, and each fails with a leak once broken."""
+    table = probes()
+    for name in names:
+        check_probe(store, table[name], caplog)
+    breaking()
+    _clear_statement_caches()
+    for name in names:
+        with pytest.raises(AssertionError, match=LEAK):
+            check_probe(store, table[name], caplog)
+
+
+# ---------------------------------------------------------------- (a) a whole body crosses
+
+
+BITE_FIELD_CHARS = 300_000
+"""Small enough to ingest at once, and still a megabyte of Python memory once it crosses."""
+
+
+def test_a_window_statement_selecting_the_whole_field_fails_the_bounded_proof(
+    sync_store: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    big = load_big(sync_store, BITE_FIELD_CHARS, 200_000)
+    first = sync_store.read_field_window(GRANT, RECORD, FIELD, limit_chars=1000)
+    reads: list[Callable[[], Any]] = [
+        lambda: sync_store.read_field_window(GRANT, RECORD, FIELD, offset_chars=len(big.text) - 50),
+        lambda: sync_store.read_field_window(GRANT, RECORD, FIELD, q="unique-tail-marker"),
+        lambda: sync_store.read_field_window(GRANT, RECORD, FIELD, cursor=first.next_cursor),
+    ]
+    for read in reads:
+        check_bounded(sync_store, read, window_text)
+
+    window = sql._field_window
+
+    def whole_field_too(shape: sql.GrantShape, with_prefix: bool) -> Select[Any]:
+        """The real statement, plus the field's whole text (every chunk, in one column): the
+        window the caller gets is unchanged, so only the boundary can tell."""
+        every = field_chunks.alias("every")
+        whole = (
+            select(func.aggregate_strings(every.c.text, ""))
+            .where(
+                and_(
+                    every.c.connection_id == records.c.connection_id,
+                    every.c.stream == records.c.stream,
+                    every.c.record_id == records.c.record_id,
+                    every.c.path == bindparam("f_path"),
+                )
+            )
+            .scalar_subquery()
+        )
+        return window(shape, with_prefix).add_columns(whole)
+
+    breakable.setattr(sql, "_field_window", whole_field_too)
+    for read in reads:
+        assert read().text  # the broken variant still answers correctly ...
+        with pytest.raises(AssertionError, match="crossed the boundary"):
+            check_bounded(sync_store, read, window_text)  # ... but the proof fails
+
+
+# ---------------------------------------------------------------- (b) visibility removed
+
+
+def test_grant_visibility_removed_lets_hidden_records_through(
+    canaries: Store, caplog: pytest.LogCaptureFixture, breakable: pytest.MonkeyPatch
+) -> None:
+    def everything_visible(shape: sql.GrantShape, prefix: str = "g") -> Any:
+        return true()
+
+    names = [
+        "outside-resources-record",
+        "outside-resources-window",
+        "outside-resources-match",
+        "outside-resources-uri",
+        "deleted-record",
+        "deleted-blob",
+        "blob-other-connection",  # instance_ids: records are refused before SQL; blobs are not
+        "blob-outside-time",
+        "nul-blob-outside-resources",
+        "time-t_before",
+        "time-t_until",
+        "time-missing",
+        "time-null",
+        "time-number",
+        "time-malformed",
+        "time-words",
+        "time-empty",
+    ]
+    _bites(
+        canaries,
+        names,
+        caplog,
+        lambda: breakable.setattr(sql, "visible_records", everything_visible),
+    )
+
+
+# ---------------------------------------------------------------- (c) field check removed
+
+
+def test_field_check_removed_lets_an_ungranted_field_through(
+    canaries: Store, caplog: pytest.LogCaptureFixture, breakable: pytest.MonkeyPatch
+) -> None:
+    def every_field(self: StreamGrant, path: str) -> bool:
+        return True
+
+    names = ["ungranted-field-window", "ungranted-field-match", "ungranted-named-field"]
+    _bites(
+        canaries, names, caplog, lambda: breakable.setattr(StreamGrant, "allows_field", every_field)
+    )
+
+
+# ---------------------------------------------------------------- (d) blob check removed
+
+
+def test_blob_check_removed_lets_hidden_blobs_through(
+    canaries: Store, caplog: pytest.LogCaptureFixture, breakable: pytest.MonkeyPatch
+) -> None:
+    def any_blob(shapes: tuple[tuple[sql.GrantShape, bool], ...]) -> Select[Any]:
+        return select(blobs.c.blob_id, blobs.c.sha256, blobs.c.mime_type, blobs.c.size_bytes).where(
+            blobs.c.blob_id == bindparam("b_id")
+        )
+
+    names = [
+        "deleted-blob",
+        "blob-other-connection",
+        "blob-of-ungranted-field",
+        "blob-named-in-text",
+        "blob-unreferenced",
+        "blob-outside-time",
+        "nul-blob-ungranted-field",
+    ]
+    _bites(canaries, names, caplog, lambda: breakable.setattr(sql, "_blob_visible", any_blob))
+
+
+# ---------------------------------------------------------------- (e) logs and errors
+
+
+@pytest.mark.parametrize("channel", ["log", "error"])
+def test_a_result_kept_from_an_earlier_request_is_caught_in_logs_and_errors(
+    canaries: Store,
+    caplog: pytest.LogCaptureFixture,
+    breakable: pytest.MonkeyPatch,
+    channel: str,
+) -> None:
+    """A store that keeps the previous result (a cache, a debug aid) and says it later: the leak
+    never crosses the database boundary of the later read, so only the log and error checks
+    can see it."""
+    owner_read = Record((A, "message_bodies", "b04"))
+    narrow_read = probes()["outside-resources-record"]
+    check(canaries, OWNER, owner_read, caplog)
+    check_probe(canaries, narrow_read, caplog)
+
+    real_run = run_sync
+    kept: list[Any] = []
+
+    def remembering(engine: Any, op: Any, *, write: bool = False) -> Any:
+        if channel == "log":
+            logging.getLogger("pdpp_store").debug("previous result: %r", kept[-1:])
+        try:
+            kept.append(real_run(engine, op, write=write))
+        except StoreError as exc:
+            exc.message = f"{exc.message} (previous result: {kept[-1:]!r})"
+            exc.args = (exc.message,)
+            raise
+        return kept[-1]
+
+    breakable.setattr(_store, "run_sync", remembering)
+    check(canaries, OWNER, owner_read, caplog)  # authorized: saying it is no leak
+    with pytest.raises(AssertionError, match="in an error or log"):
+        check_probe(canaries, narrow_read, caplog)
