@@ -240,8 +240,7 @@ def read_field_window(
     )
     match: tuple[int, int] | None = None
     if isinstance(chosen, MatchSelector):
-        info = _text_like(_present((yield sql.field_meta(ref, path, stream_grant)), ref, path), ref)
-        match_start = yield from _find(ref, path, stream_grant, info, chosen.q)
+        match_start, digest = yield from _find(ref, path, stream_grant, chosen.q)
         match = (match_start, match_start + len(chosen.q))
         start = match_window_start(match_start, chosen.before_chars)
         limit, clamped = match_window_limit(
@@ -249,7 +248,7 @@ def read_field_window(
         )
         if clamped and limit_clamped_warning() not in warnings:
             warnings = (*warnings, limit_clamped_warning())
-        prefix: str | None = info.digest
+        prefix: str | None = digest
     elif isinstance(chosen, CursorSelector):
         state: CursorState = ctx.codec.open(chosen.cursor, binding)
         start, limit = state.offset_chars, chosen.limit_chars or state.limit_chars
@@ -294,13 +293,15 @@ def read_field_window(
     )
 
 
-def _find(ref: RecordRef, path: str, stream_grant: StreamGrant, info: FieldInfo, q: str) -> Op[int]:
-    """Step 10: the code-point offset of the first case-folded occurrence of `q`."""
-    if len(q) <= info.size_chars:
-        rows = yield sql.match_scan(ref, path, stream_grant, info.digest, fold(q))
-        if rows:
-            chunk_no, position = rows[0]
-            return int(chunk_no) * CHUNK_CHARS + int(position) - 1
+def _find(ref: RecordRef, path: str, stream_grant: StreamGrant, q: str) -> Op[tuple[int, str]]:
+    """Steps 7, 8 and 10 for a match: the code-point offset of the first case-folded occurrence
+    of `q`, and the digest of the text it was found in. One statement when it is found; when it
+    is not, the field's metadata says which check failed first."""
+    rows = yield sql.match_scan(ref, path, stream_grant, fold(q))
+    if rows:
+        chunk_no, position, digest = rows[0]
+        return int(chunk_no) * CHUNK_CHARS + int(position) - 1, digest
+    _text_like(_present((yield sql.field_meta(ref, path, stream_grant)), ref, path), ref)
     raise NotFound(
         "query_not_found", f"q does not occur in field {path!r} of record {ref.id!r}", param="q"
     )

@@ -321,14 +321,15 @@ def _field_meta(shape: GrantShape) -> Select[Any]:
     )
 
 
-def match_scan(ref: RecordRef, path: str, grant: StreamGrant, digest: str, needle: str) -> Execute:
+def match_scan(ref: RecordRef, path: str, grant: StreamGrant, needle: str) -> Execute:
     """The first chunk whose folded text, extended by the next chunk's first `len(needle) - 1`
-    code points, contains the folded needle; and the 1-based position there. Scans in chunk
-    order and stops at the first hit."""
+    code points, contains the folded needle; the 1-based position there; and the field's digest,
+    to which the window read that follows is bound. Scans in chunk order and stops at the first
+    hit. No row: the record is not visible, the field is missing or not text-like, or the needle
+    does not occur (the caller tells these apart with `field_meta`, in the contract's order)."""
     params = {
         **_record_params(ref, path),
         **grant_params(grant),
-        "m_digest": digest,
         "m_needle": needle,
         "m_overlap": len(needle) - 1,
     }
@@ -346,16 +347,14 @@ def _match_scan(shape: GrantShape, overlapping: bool) -> PerDialect:
     there the next chunk's head is a correlated scalar subquery on the full primary key: one
     index probe per chunk, and the scan still stops at the first hit.
     """
-    field_is_current = exists().where(
-        _record_is(fields),
-        fields.c.path == bindparam("f_path"),
-        fields.c.digest == bindparam("m_digest"),
-    )
+    the_field = and_(_record_is(fields), fields.c.path == bindparam("f_path"))
+    field_is_text = exists().where(the_field, _kind_in(text_like=True))
     record_is_visible = exists().where(_record_is(), visible_records(shape))
+    digest = select(fields.c.digest).where(the_field).scalar_subquery()
     checks = (
         _record_is(field_chunks),
         field_chunks.c.path == bindparam("f_path"),
-        field_is_current,
+        field_is_text,
         record_is_visible,
     )
     here: ColumnElement[str] = func.coalesce(field_chunks.c.folded, field_chunks.c.text)
@@ -363,7 +362,7 @@ def _match_scan(shape: GrantShape, overlapping: bool) -> PerDialect:
     needle = bindparam("m_needle", type_=Text())
     if not overlapping:
         position = strpos(here, needle)
-        scan = select(field_chunks.c.chunk_no, position).where(*checks, position > 0)
+        scan = select(field_chunks.c.chunk_no, position, digest).where(*checks, position > 0)
         return PerDialect(scan.order_by(field_chunks.c.chunk_no).limit(1))
 
     nxt = field_chunks.alias("nxt")
@@ -378,7 +377,7 @@ def _match_scan(shape: GrantShape, overlapping: bool) -> PerDialect:
     )
     position = strpos(here + func.coalesce(ahead, ""), needle)
     probing = (
-        select(field_chunks.c.chunk_no, position)
+        select(field_chunks.c.chunk_no, position, digest)
         .where(*checks, position > 0)
         .order_by(field_chunks.c.chunk_no)
         .limit(1)
@@ -395,7 +394,7 @@ def _match_scan(shape: GrantShape, overlapping: bool) -> PerDialect:
         .subquery("hits")
     )
     streaming = (
-        select(hits.c.chunk_no, hits.c.position)
+        select(hits.c.chunk_no, hits.c.position, digest)
         .where(hits.c.position > 0)
         .order_by(hits.c.chunk_no)
         .limit(1)

@@ -44,9 +44,8 @@ from test_gate_canaries import (
     probes,
 )
 
-from pdpp_store import Store, StoreError, StreamGrant, _store
+from pdpp_store import Store, StoreError, StreamGrant
 from pdpp_store import _sql as sql
-from pdpp_store._runtime import run_sync
 from pdpp_store._schema import blobs, field_chunks, records
 
 LEAK = "unauthorized canary"
@@ -237,21 +236,22 @@ def test_a_result_kept_from_an_earlier_request_is_caught_in_logs_and_errors(
     check(canaries, OWNER, owner_read, caplog)
     check_probe(canaries, narrow_read, caplog)
 
-    real_run = run_sync
+    real_run = Store._run
     kept: list[Any] = []
 
-    def remembering(engine: Any, op: Any, *, write: bool = False) -> Any:
+    def remembering(self: Store, op: Any, *, write: bool = False) -> Any:
         if channel == "log":
             logging.getLogger("pdpp_store").debug("previous result: %r", kept[-1:])
         try:
-            kept.append(real_run(engine, op, write=write))
+            kept.append(real_run(self, op, write=write))
         except StoreError as exc:
-            exc.message = f"{exc.message} (previous result: {kept[-1:]!r})"
-            exc.args = (exc.message,)
+            if channel == "error":
+                exc.message = f"{exc.message} (previous result: {kept[-1:]!r})"
+                exc.args = (exc.message,)
             raise
         return kept[-1]
 
-    breakable.setattr(_store, "run_sync", remembering)
+    breakable.setattr(Store, "_run", remembering)
     check(canaries, OWNER, owner_read, caplog)  # authorized: saying it is no leak
     with pytest.raises(AssertionError, match="in an error or log"):
         check_probe(canaries, narrow_read, caplog)
