@@ -126,7 +126,7 @@ def _options(dialect: str, write: bool) -> dict[str, Any]:
     return {_READ: True}
 
 
-def _drive_sync(conn: Connection, op: Op[T]) -> T:
+def _drive_sync(conn: Connection, op: Op[T], *, commit: bool = True) -> T:
     dialect = conn.dialect.name
     try:
         request = next(op)
@@ -138,7 +138,8 @@ def _drive_sync(conn: Connection, op: Op[T]) -> T:
                 reply = _reply(conn.execute(request.statement_for(dialect), request.params))
             request = op.send(reply)
     except StopIteration as done:
-        conn.commit()
+        if commit:
+            conn.commit()
         return done.value  # type: ignore[no-any-return]
     except DBAPIError as exc:
         raise translate_db_error(exc) from exc
@@ -174,7 +175,7 @@ class HeldReader:
             with self._lock:
                 self._held.append(conn)
         try:
-            return _drive_sync(conn, op)
+            return _drive_sync(conn, op, commit=False)  # a read has nothing to commit
         except Exception:
             conn.rollback()
             raise
