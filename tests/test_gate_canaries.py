@@ -7,9 +7,11 @@ hundred code points through long text (so any leaked slice of more than a few hu
 holds a whole canary): fields of visible records (granted or not; text, JSON, field *names*),
 whole streams, records of another connection, records outside `resources`, records before
 `since`, at or after `until`, or whose time value is missing, null, numeric, malformed or empty,
-soft-deleted records, binary-only fields (base64, NUL strings: metadata-only by §5 even when
-granted), and blobs (canary bytes inside, canary MIME type) referenced only by an ungranted field,
-an invisible record, another connection, a text mention, or nothing.
+soft-deleted records, binary-only fields (base64, NUL strings: never in a field read, §5, even
+when granted; the store keeps them as blobs too, so a NUL string's bytes are readable through
+the blob reads exactly when its field is), and blobs (canary bytes inside, canary MIME type)
+referenced only by an ungranted field, an invisible record, another connection, a text mention,
+or nothing.
 
 Rules:
 1. What a grant authorizes is computed by the `authorized` oracle below: a direct reading of §2
@@ -38,6 +40,7 @@ import base64
 import hashlib
 import json
 import logging
+import os
 import random
 import traceback
 from collections.abc import Callable, Iterable, Mapping
@@ -1120,8 +1123,9 @@ def test_every_exclusion_holds_on_fixed_probes(
     assert page.start_chars == 500
 
 
-# Examples per front: the four fronts together stay around a minute on two loaded cores.
-MAX_EXAMPLES = 200
+MAX_EXAMPLES = int(os.environ.get("PDPP_GATE_EXAMPLES", "200"))
+"""Examples per front: the four fronts together take well under a minute on two loaded cores.
+Set `PDPP_GATE_EXAMPLES` for a deeper run."""
 
 
 def _case_mix(text: str, mask: int) -> str:
