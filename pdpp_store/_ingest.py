@@ -257,15 +257,16 @@ def _chunk_rows(
     connection_id: str, stream: str, new_fields: list[tuple[str, EncodedField]]
 ) -> Iterator[dict[str, Any]]:
     for record_id, item in new_fields:
-        for chunk_no, text, folded in item.chunks():
+        for chunk in item.chunks():
             yield {
                 "connection_id": connection_id,
                 "stream": stream,
                 "record_id": record_id,
                 "path": item.path,
-                "chunk_no": chunk_no,
-                "text": text,
-                "folded": folded,
+                "chunk_no": chunk.chunk_no,
+                "text": chunk.text,
+                "folded": chunk.folded,
+                "lookahead": chunk.lookahead,
             }
 
 

@@ -139,6 +139,7 @@ field_chunks = Table(
     Column("chunk_no", Integer, nullable=False),
     Column("text", key_text(), nullable=False),
     Column("folded", key_text()),
+    Column("lookahead", key_text()),
     PrimaryKeyConstraint("connection_id", "stream", "record_id", "path", "chunk_no"),
 )
 

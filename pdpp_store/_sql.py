@@ -60,7 +60,7 @@ from ._schema import (
     records,
     streams,
 )
-from ._values import CHUNK_CHARS
+from ._values import CHUNK_CHARS, LOOKAHEAD_CHARS
 
 
 def _kind_in(text_like: bool) -> ColumnElement[bool]:
@@ -333,19 +333,21 @@ def match_scan(ref: RecordRef, path: str, grant: StreamGrant, needle: str) -> Ex
         "m_needle": needle,
         "m_overlap": len(needle) - 1,
     }
-    return Execute(_match_scan(GrantShape.of(grant), len(needle) > 1), params)
+    return Execute(_match_scan(GrantShape.of(grant), len(needle) - 1 > LOOKAHEAD_CHARS), params)
 
 
 @cache
-def _match_scan(shape: GrantShape, overlapping: bool) -> PerDialect:
-    """Two spellings of one scan, both linear in the chunks before the hit, whatever the
-    planner's statistics. The field and grant checks are uncorrelated, so they run once per
-    statement, not once per chunk.
+def _match_scan(shape: GrantShape, long_needle: bool) -> PerDialect:
+    """One scan in chunk order that stops at the first hit and is linear in the chunks before
+    it, whatever the planner's statistics. The field and grant checks are uncorrelated, so they
+    run once per statement, not once per chunk.
 
-    Postgres: `lead()` over the chunks in key order; the window aggregate streams behind the
-    index scan, so the scan stops at the first hit. SQLite materialises window functions, so
-    there the next chunk's head is a correlated scalar subquery on the full primary key: one
-    index probe per chunk, and the scan still stops at the first hit.
+    A needle of up to `LOOKAHEAD_CHARS + 1` code points is searched in each chunk's folded text
+    followed by its stored look-ahead: one row read per chunk. A longer one needs up to
+    `len(q) - 1` code points of the next chunk, spelled per dialect. Postgres: `lead()` over the
+    chunks in key order (the window aggregate streams behind the index scan, so the scan still
+    stops at the first hit). SQLite materialises window functions, so there the next chunk's
+    head is a correlated scalar subquery on the full primary key: one index probe per chunk.
     """
     the_field = and_(_record_is(fields), fields.c.path == bindparam("f_path"))
     field_is_text = exists().where(the_field, _kind_in(text_like=True))
@@ -360,8 +362,8 @@ def _match_scan(shape: GrantShape, overlapping: bool) -> PerDialect:
     here: ColumnElement[str] = func.coalesce(field_chunks.c.folded, field_chunks.c.text)
     overlap = bindparam("m_overlap", type_=Integer)
     needle = bindparam("m_needle", type_=Text())
-    if not overlapping:
-        position = strpos(here, needle)
+    if not long_needle:
+        position = strpos(here + func.coalesce(field_chunks.c.lookahead, ""), needle)
         scan = select(field_chunks.c.chunk_no, position, digest).where(*checks, position > 0)
         return PerDialect(scan.order_by(field_chunks.c.chunk_no).limit(1))
 

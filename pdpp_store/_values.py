@@ -35,6 +35,7 @@ from ._manifest import StreamSpec
 
 __all__ = [
     "CHUNK_CHARS",
+    "LOOKAHEAD_CHARS",
     "EncodedField",
     "EncodedRecord",
     "encode_record",
@@ -44,6 +45,9 @@ __all__ = [
 CHUNK_CHARS = 1024
 """Code points per stored chunk. At least `_window.MAX_QUERY_CHARS`, so a needle crosses at most
 one chunk boundary; small enough that a chunk row stays inline in a Postgres page."""
+
+LOOKAHEAD_CHARS = 63
+"""Folded code points of the next chunk kept with each chunk (see `StoredChunk.lookahead`)."""
 
 _DIGEST_SLICE = 1 << 20
 _BLOB_ID = re.compile(r"blob_sha256_[0-9a-f]{64}")
@@ -156,13 +160,32 @@ class EncodedField:
     def chunk_count(self) -> int:
         return -(-len(self.stored) // CHUNK_CHARS)
 
-    def chunks(self) -> Iterator[tuple[int, str, str | None]]:
-        """(chunk_no, text, folded-or-None) lazily; folded only for text-like kinds."""
-        foldable = self.kind.text_like
-        for number, start in enumerate(range(0, len(self.stored), CHUNK_CHARS)):
-            text = self.stored[start : start + CHUNK_CHARS]
-            folded = fold(text) if foldable else None
-            yield number, text, (None if folded == text else folded)
+    def chunks(self) -> Iterator[StoredChunk]:
+        """The chunks, lazily; folded text and look-ahead only for text-like kinds."""
+        stored, foldable = self.stored, self.kind.text_like
+        starts = range(0, len(stored), CHUNK_CHARS)
+        for number, start in enumerate(starts):
+            text = stored[start : start + CHUNK_CHARS]
+            if not foldable:
+                yield StoredChunk(number, text, None, None)
+                continue
+            folded = fold(text)
+            ahead = stored[start + CHUNK_CHARS : start + CHUNK_CHARS + LOOKAHEAD_CHARS]
+            yield StoredChunk(
+                number, text, None if folded == text else folded, fold(ahead) if ahead else None
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    chunk_no: int
+    text: str
+    folded: str | None
+    """`fold(text)`, or None where folding changes nothing."""
+    lookahead: str | None
+    """The folded first `LOOKAHEAD_CHARS` code points of the next chunk (None for the last), so
+    a needle of up to `LOOKAHEAD_CHARS + 1` code points that crosses into the next chunk is found
+    in this row alone."""
 
 
 def _encode_string(
