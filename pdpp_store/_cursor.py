@@ -17,8 +17,9 @@ Rules:
 1. The binding (`cursor_binding`: grant fingerprint, connection, stream, record id, field) is
    MACed but not carried: the reader supplies it from the request, so a cursor used for another
    record, field or grant fails the MAC and is `invalid_cursor`, like any forgery.
-2. The digest prefix is carried and MACed, so `CursorState.matches` tells a stale cursor
-   (field changed since: `stale_cursor`, decided by the store) from a forged one.
+2. The digest prefix is carried and MACed, so a stale cursor (the field changed since:
+   `stale_cursor`) is told from a forged one. The store compares the prefix in SQL, so changed
+   text never leaves the database; `CursorState.matches` is the same comparison in Python.
 3. `CursorCodec.open` accepts exactly the tokens `mint` produces: any other input (wrong type,
    non-canonical base64url, unknown version or key, truncation, trailing bytes, non-minimal
    varints, bad MAC, limit out of range) is `BadRequest("invalid_cursor", param="cursor")`,
@@ -234,6 +235,24 @@ class CursorCodec:
         if not 1 <= limit <= MAX_LIMIT_CHARS:
             raise _invalid("has a limit out of range")
         return CursorState(body[:_PREFIX_BYTES], offset, limit)
+
+
+def key_id_of(token: object) -> int | None:
+    """The key id a cursor claims to be signed with, or None if it is not a cursor at all (a
+    cheap look, so a store can load keys it has not seen before verifying)."""
+    if not isinstance(token, str):
+        return None
+    try:
+        data = _b64decode_strict(token)
+    except BadRequest:
+        return None
+    return data[1] if len(data) > 1 else None
+
+
+def codec_for_stored_keys(stored: Sequence[tuple[int, bytes]]) -> CursorCodec:
+    """The codec for a store's own keys, newest first: the newest signs, all verify."""
+    keys = [CursorKey(key_id, secret) for key_id, secret in stored]
+    return CursorCodec(keys[0], keys[1:])
 
 
 def _mac(key: CursorKey, header: bytes, binding: bytes, body: bytes) -> bytes:

@@ -20,9 +20,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypeGuard
 
-from ._errors import BadRequest, Forbidden, NotFound
+from ._errors import BadRequest, Forbidden
+from ._identity import is_unicode
 
 __all__ = ["Grant", "StreamGrant", "TimeConstraint", "normalize_instant"]
 
@@ -56,8 +57,13 @@ def _invalid(message: str, param: str) -> BadRequest:
     return BadRequest("invalid_grant", message, param=param)
 
 
+def _is_name(value: object) -> TypeGuard[str]:
+    """A non-empty string a database can hold and compare: valid Unicode, no NUL."""
+    return isinstance(value, str) and bool(value) and "\x00" not in value and is_unicode(value)
+
+
 def _str_list(value: object, param: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+    if not isinstance(value, list) or not all(_is_name(v) for v in value):
         raise _invalid(f"grant {param} must be a list of non-empty strings", param)
     return tuple(value)
 
@@ -73,7 +79,7 @@ class TimeConstraint:
         if not isinstance(data, Mapping):
             raise _invalid(f"{param} must be an object", param)
         name = data.get("field")
-        if not isinstance(name, str) or not name:
+        if not _is_name(name):
             raise _invalid(f"{param}.field must be a non-empty string", f"{param}.field")
         bounds: dict[str, str | None] = {}
         for key in ("since", "until"):
@@ -98,7 +104,7 @@ class StreamGrant:
         if not isinstance(data, Mapping):
             raise _invalid(f"{param} must be an object", param)
         name = data.get("name")
-        if not isinstance(name, str) or not name:
+        if not _is_name(name):
             raise _invalid(f"{param}.name must be a non-empty string", f"{param}.name")
 
         def optional_list(key: str) -> tuple[str, ...] | None:
@@ -155,7 +161,7 @@ class Grant:
         if not isinstance(data, Mapping):
             raise _invalid("a grant must be a JSON object", "grant")
         grant_id = data.get("grant_id")
-        if not isinstance(grant_id, str) or not grant_id:
+        if not _is_name(grant_id):
             raise _invalid("grant_id must be a non-empty string", "grant_id")
         raw_streams = data.get("streams")
         if not isinstance(raw_streams, list):
@@ -209,24 +215,7 @@ class Grant:
             param="stream",
         )
 
-    def covering(self, connection_id: str, stream: str) -> StreamGrant:
-        """The stream grant for a read of `stream` on `connection_id`, or a typed refusal."""
-        stream_grant = self.stream(stream)
-        if not stream_grant.covers_connection(connection_id):
-            raise NotFound(
-                "connection_not_found",
-                f"connection {connection_id!r} is not found",
-                param="connection_id",
-            )
-        return stream_grant
-
     def fingerprint(self, stream: str) -> bytes:
         """Binds cursors to this grant's identity and its terms for one stream."""
         terms = self.stream(stream).canonical
         return hashlib.sha256(f"{self.grant_id}\x00{terms}".encode()).digest()[:16]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "grant_id": self.grant_id,
-            "streams": [json.loads(s.canonical) for s in self.streams],
-        }

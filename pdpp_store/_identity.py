@@ -65,14 +65,27 @@ def validate_safe_name(value: object, param: str) -> str:
             f"{param} must not contain '/', '\\', NUL or '..', nor be '.'",
             param=param,
         )
+    if not is_unicode(value):
+        raise BadRequest("invalid_request", f"{param} holds invalid Unicode", param=param)
     return value
+
+
+def is_unicode(text: str) -> bool:
+    """False for a string no database can store: one holding a lone surrogate."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def validate_field_path(value: object, param: str = "field") -> str:
     """Return `value` if it is a field path (rule 2), else raise `invalid_field_path`."""
-    if not isinstance(value, str) or not value or "\x00" in value:
+    if not isinstance(value, str) or not value or "\x00" in value or not is_unicode(value):
         raise BadRequest(
-            "invalid_field_path", f"{param} must be a non-empty string without NUL", param=param
+            "invalid_field_path",
+            f"{param} must be a non-empty string of valid Unicode without NUL",
+            param=param,
         )
     return value
 

@@ -27,7 +27,7 @@ from sqlalchemy import delete, func, insert, select, update
 
 from . import _sql as sql
 from ._errors import BadRequest, NotFound, StoreError
-from ._identity import validate_safe_name
+from ._identity import is_unicode, validate_safe_name
 from ._manifest import FieldHint, Manifest, StreamSpec
 from ._runtime import COMMIT, Execute, Op
 from ._schema import (
@@ -341,12 +341,14 @@ def delete_record(connection_id: str, stream: str, record_id: str) -> Op[None]:
     validate_safe_name(record_id, "record_id")
     yield from load_stream(connection_id, stream)
     rows = yield Execute(
-        select(records.c.version).where(
+        select(records.c.version)
+        .where(
             records.c.connection_id == connection_id,
             records.c.stream == stream,
             records.c.record_id == record_id,
             records.c.deleted == False,  # noqa: E712 - SQL comparison
         )
+        .with_for_update()
     )
     if not rows:
         raise NotFound("not_found", f"record {record_id!r} is not found", param="record_id")
@@ -393,7 +395,7 @@ class BlobInfo:
 def put_blob(data: bytes, mime_type: str) -> Op[BlobInfo]:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise BadRequest("invalid_request", "blob data must be bytes", param="data")
-    if not isinstance(mime_type, str) or "/" not in mime_type:
+    if not isinstance(mime_type, str) or "/" not in mime_type or not is_unicode(mime_type):
         raise BadRequest(
             "invalid_request", "mime_type must be a MIME type such as text/plain", param="mime_type"
         )

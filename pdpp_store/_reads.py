@@ -14,13 +14,21 @@ hidden record is indistinguishable from a missing one.
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
 from . import _sql as sql
-from ._cursor import CursorCodec, CursorState, cursor_binding
+from ._cursor import (
+    CursorCodec,
+    CursorState,
+    codec_for_stored_keys,
+    cursor_binding,
+    key_id_of,
+)
 from ._errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from ._fields import FieldInfo, FieldKind
 from ._folding import fold
@@ -32,7 +40,7 @@ from ._identity import (
     parse_record_ref,
     validate_field_path,
 )
-from ._ingest import BlobInfo
+from ._ingest import BlobInfo, load_cursor_keys
 from ._runtime import Op
 from ._values import CHUNK_CHARS
 from ._window import (
@@ -61,6 +69,7 @@ __all__ = [
     "read_record",
 ]
 
+DECLARED_TTL_S = 5.0
 PREVIEW_CHARS = 1024
 """Text (or JSON text) up to this many code points is returned whole by `read_record`; longer
 values come back as a preview of this length plus the arguments of the window read that
@@ -71,21 +80,28 @@ _MAX_SQL_OFFSET = 2**31 - 1 - MAX_LIMIT_CHARS
 arithmetic is 32-bit on Postgres anyway, so no readable field is longer than this."""
 
 MAX_BLOB_RANGE_BYTES = 1 << 20
-_DIGEST_PREFIX_CHARS = len("sha256:") + 32
+_BLOB_ID = re.compile(r"blob_sha256_[0-9a-f]{64}")
 
 RecordInput = RecordRef | UnscopedRecordRef | str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReadContext:
     """What reads share across calls of one store: the cursor codec, the preview bound, and the
-    (connection, stream) pairs already seen declared. That cache only ever says "declared", so it
-    can skip the catalogue query of step 1 but never let an undeclared stream through on its
-    own; the store clears it when it registers a manifest."""
+    (connection, stream) pairs seen declared in the last `DECLARED_TTL_S` seconds, which skip the
+    catalogue query of step 1. The store clears it when it registers a manifest; a manifest
+    registered by another process is seen within the TTL. Entries only ever say "declared", and
+    records stay under the grant whatever they say."""
 
     codec: CursorCodec
+    stored_keys: bool = True
+    """The cursor keys live in the database (not configured): another process may add one."""
     preview_chars: int = PREVIEW_CHARS
-    declared: set[tuple[str, str]] = dataclass_field(default_factory=set, compare=False)
+    declared: dict[tuple[str, str], float] = dataclass_field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.preview_chars <= CHUNK_CHARS:  # a preview is cut from the first chunk
+            raise ValueError(f"preview_chars must be between 1 and {CHUNK_CHARS}")
 
 
 # ---------------------------------------------------------------- steps shared by every read
@@ -106,7 +122,7 @@ def _field_info(row: tuple[Any, ...]) -> FieldInfo:
 
 
 def _declared(
-    ref: RecordRef | UnscopedRecordRef, covered: bool, seen: set[tuple[str, str]]
+    ref: RecordRef | UnscopedRecordRef, covered: bool, seen: dict[tuple[str, str], float]
 ) -> Op[bool]:
     """Step 1. Returns whether the connection is known to exist.
 
@@ -116,10 +132,11 @@ def _declared(
     global question and step 5 refuses the connection exactly like a missing one.
     """
     if isinstance(ref, RecordRef):
-        if (ref.connection_id, ref.stream) in seen:
+        key = (ref.connection_id, ref.stream)
+        if seen.get(key, 0.0) > time.monotonic():
             return True
         if (yield sql.stream_spec(ref.connection_id, ref.stream)):
-            seen.add((ref.connection_id, ref.stream))
+            seen[key] = time.monotonic() + DECLARED_TTL_S
             return True
         if covered and (yield sql.connection_exists(ref.connection_id)):
             raise NotFound(
@@ -140,6 +157,12 @@ def _connection(
     """Step 5: the record's connection, which the grant must cover and which must exist."""
     if isinstance(ref, UnscopedRecordRef):
         candidates = stream_grant.instance_ids
+        if candidates is not None and not candidates:
+            raise NotFound(
+                "connection_not_found",
+                f"record {ref.id!r}: the grant covers no connection",
+                param="connection_id",
+            )
         if candidates is None or len(candidates) != 1:
             raise Conflict(
                 "ambiguous_connection",
@@ -148,7 +171,18 @@ def _connection(
                 param="connection_id",
             )
         ref = ref.scoped(candidates[0])
-        known = False
+        # Step 1 asked only whether any manifest declares the stream; now that the connection
+        # is known, its own manifest must (and the connection must exist).
+        if not (yield sql.stream_spec(ref.connection_id, ref.stream)):
+            if (yield sql.connection_exists(ref.connection_id)):
+                raise NotFound(
+                    "stream_not_declared",
+                    f"stream {ref.stream!r} is not declared by this connection's manifest",
+                    param="stream",
+                )
+            known = False
+        else:
+            known = True
     if not stream_grant.covers_connection(ref.connection_id) or not (
         known or (yield sql.connection_exists(ref.connection_id))
     ):
@@ -250,6 +284,11 @@ def read_field_window(
             warnings = (*warnings, limit_clamped_warning())
         prefix: str | None = digest
     elif isinstance(chosen, CursorSelector):
+        claimed = key_id_of(chosen.cursor)
+        known = {key.key_id for key in (ctx.codec.active, *ctx.codec.previous)}
+        if ctx.stored_keys and claimed is not None and claimed not in known:
+            # Another process may have rotated the keys since this store opened.
+            ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
         state: CursorState = ctx.codec.open(chosen.cursor, binding)
         start, limit = state.offset_chars, chosen.limit_chars or state.limit_chars
         prefix = "sha256:" + state.digest_prefix.hex()
@@ -268,7 +307,14 @@ def read_field_window(
     )
     info = _text_like(_present(rows, ref, path), ref)
     if prefix is not None and not info.digest.startswith(prefix):
-        raise _stale(info)  # a cursor's field changed, or the field changed mid-read
+        if match is not None:  # the field changed between the scan and its window
+            raise Conflict(
+                "field_changed",
+                f"field {info.path!r} changed while it was being searched; retry the read",
+                param="field",
+                details={"digest": info.digest, "size_chars": info.size_chars},
+            )
+        raise _stale(info)
     text = "".join(row[8] for row in rows or () if row[8] is not None)
     start = window_bounds(start, info.size_chars)
     end = start + len(text)
@@ -444,7 +490,7 @@ def _blob_not_found(blob_id: object) -> NotFound:
 
 def blob_info(grant: Grant, blob_id: str) -> Op[BlobInfo]:
     """A blob's metadata, only through a visible record whose granted field references it."""
-    if not isinstance(blob_id, str) or not blob_id.startswith("blob_sha256_"):
+    if not isinstance(blob_id, str) or not _BLOB_ID.fullmatch(blob_id):
         raise _blob_not_found(blob_id)
     grant.ensure_usable()
     rows = yield sql.blob_visible(list(grant.streams), blob_id)

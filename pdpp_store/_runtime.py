@@ -1,15 +1,15 @@
 """Running operations: the only module that talks to a database connection.
 
 Every operation of the store is written once, as a generator (`Op`) that yields requests and
-receives their answers, with no I/O of its own (see `_ops`). Two thin drivers run them:
-`run_sync` on a SQLAlchemy `Engine`, `run_async` on an `AsyncEngine`. Requests:
+receives their answers, with no I/O of its own (see `_ingest` and `_reads`). Thin drivers run
+them: `run_sync` on a SQLAlchemy `Engine`, `run_async` on an `AsyncEngine`. Requests:
 
     Execute(statement, params)  -> the rows (a list of tuples) if it returns rows, else None
     COMMIT                      -> commit what was done so far and begin again (batch ingestion)
 
 Rules:
-1. One operation runs on one connection, in one transaction (or one per `COMMIT`); if the
-   operation raises, everything since the last commit is rolled back.
+1. One operation runs on one connection. A write runs in one transaction (or one per `COMMIT`);
+   if it raises, everything since the last commit is rolled back. A read runs in none.
 2. Database errors are translated to `StoreError` here and nowhere else, by SQLSTATE / exception
    class, never by message text.
 3. Writes run in one transaction each (on SQLite the driver's own transaction handling is
@@ -19,7 +19,7 @@ Rules:
 
 from __future__ import annotations
 
-import threading
+from collections import deque
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -117,7 +117,7 @@ def _reply(result: Any) -> Rows | None:
 def _options(dialect: str, write: bool) -> dict[str, Any]:
     """Writes run in one transaction (`BEGIN IMMEDIATE` on SQLite). Reads run without one: each
     statement sees a consistent snapshot, and a read that takes several statements binds them to
-    each other by the field's digest (Rule 3 of `_sql`), so BEGIN and COMMIT would only add two
+    each other by the field's digest (see `_reads`), so BEGIN and COMMIT would only add two
     round trips per read."""
     if write:
         return {_WRITE: True}
@@ -153,38 +153,41 @@ def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
 
 
 class HeldReader:
-    """One read connection per thread, kept between reads (sync fronts only).
+    """A few read connections kept open between reads (sync fronts only).
 
     A read holds no transaction (see `_options`), so keeping its connection costs the database
     nothing, and saves the pool's checkout and return, the largest cost of a SQLite read after
-    the SQL itself. A connection the database dropped is discarded and replaced."""
+    the SQL itself. Connections are not tied to threads: a read takes an idle one (or a new one
+    from the pool) and puts it back, and at most `keep` are kept idle, so readers never hold more
+    of the pool than their own concurrency and writers always find room. A connection the
+    database dropped is discarded."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, keep: int = 2) -> None:
         self._engine = engine
-        self._local = threading.local()
-        self._held: list[Connection] = []
-        self._lock = threading.Lock()
+        self._keep = keep
+        self._idle: deque[Connection] = deque()
 
     def run(self, op: Op[T]) -> T:
-        conn: Connection | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed or conn.invalidated:
+        try:
+            conn = self._idle.pop()
+        except IndexError:
             conn = self._engine.connect().execution_options(
                 **_options(self._engine.dialect.name, write=False)
             )
-            self._local.conn = conn
-            with self._lock:
-                self._held.append(conn)
         try:
-            return _drive_sync(conn, op, commit=False)  # a read has nothing to commit
-        except Exception:
-            conn.rollback()
+            result = _drive_sync(conn, op, commit=False)  # a read has nothing to commit
+        except BaseException:
+            conn.close()  # after an error, never reuse: a fresh one is cheap enough
             raise
+        if conn.invalidated or len(self._idle) >= self._keep:
+            conn.close()
+        else:
+            self._idle.append(conn)
+        return result
 
     def close(self) -> None:
-        with self._lock:
-            held, self._held = self._held, []
-        for conn in held:
-            conn.close()
+        while self._idle:
+            self._idle.pop().close()
 
 
 async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T:
@@ -239,6 +242,13 @@ def sync_url(url: str) -> str:
             parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
         )
     if parsed.get_backend_name() == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise BadRequest(
+                "invalid_request",
+                "an in-memory SQLite database is not supported (each connection would see its "
+                "own empty database): give a file, sqlite:///path/to/store.db",
+                param="url",
+            )
         return str(parsed.set(drivername="sqlite").render_as_string(hide_password=False))
     raise BadRequest(
         "invalid_request",

@@ -129,6 +129,7 @@ fields = Table(
     Column("time_value", key_text()),
     PrimaryKeyConstraint("connection_id", "stream", "record_id", "path"),
     Index("ix_fields_blob", "connection_id", "blob_id"),
+    Index("ix_fields_blob_id", "blob_id"),
 )
 
 field_chunks = Table(

@@ -11,7 +11,7 @@ Rules:
    (`visible_records`): connection, stream, not deleted, `resources`, time constraint. A hidden
    record therefore produces no row at all, exactly like a missing one.
 5. No statement returns more of a field than asked: window text is cut by `substr` on each chunk
-   in SQL; a match scan returns one chunk number and one position.
+   in SQL; a match scan returns one chunk number, one position and the field's digest.
 """
 
 from __future__ import annotations
@@ -511,12 +511,18 @@ def blob_exists(blob_id: str) -> Execute:
 
 
 def existing_records(connection_id: str, stream: str, record_ids: list[str]) -> Execute:
+    """The records a write is about to change, locked until it commits (Postgres `FOR UPDATE`;
+    SQLite's `BEGIN IMMEDIATE` already serialises writers), so two concurrent upserts of one
+    record cannot both compute their change from the same old version."""
     return Execute(
-        select(records.c.record_id, records.c.version, records.c.digest, records.c.deleted).where(
+        select(records.c.record_id, records.c.version, records.c.digest, records.c.deleted)
+        .where(
             records.c.connection_id == connection_id,
             records.c.stream == stream,
             records.c.record_id.in_(record_ids),
         )
+        .order_by(records.c.record_id)
+        .with_for_update()
     )
 
 

@@ -1,8 +1,8 @@
 """The two fronts, `Store` (sync) and `AsyncStore` (async), over one set of operations.
 
 `_StoreCore` holds everything that is not I/O: configuration, the cursor codec, and one method
-per operation that builds its generator (`_ops`). Each front method is one line that drives such
-a generator with its own driver, so the fronts cannot drift apart in behaviour.
+per operation that builds its generator (`_ingest`, `_reads`). Each front method is one line that
+drives such a generator with its own driver, so the fronts cannot drift apart in behaviour.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from typing_extensions import Unpack
 
 from . import _ingest, _reads
-from ._cursor import CursorCodec, CursorKey
+from ._cursor import CursorCodec, CursorKey, codec_for_stored_keys
 from ._errors import BadRequest
 from ._fields import FieldInfo
 from ._grants import Grant
@@ -31,6 +31,7 @@ from ._ingest import BlobInfo, UpsertResult
 from ._manifest import Manifest
 from ._reads import BlobRange, ReadContext, RecordView
 from ._runtime import (
+    COMMIT,
     HeldReader,
     Op,
     async_url,
@@ -102,10 +103,9 @@ def _check_options(configured: object, previous: object, batch_size: object) -> 
 
 def _codec_from(configured: tuple[bytes, ...], stored: list[tuple[int, bytes]]) -> CursorCodec:
     """Configured secrets win (key id from the secret itself); else the keys kept in the store."""
-    if configured:
-        keys = [CursorKey(hashlib.sha256(s).digest()[0], s) for s in configured]
-    else:
-        keys = [CursorKey(key_id, secret) for key_id, secret in stored]
+    if not configured:
+        return codec_for_stored_keys(stored)
+    keys = [CursorKey(hashlib.sha256(s).digest()[0], s) for s in configured]
     return CursorCodec(keys[0], keys[1:])
 
 
@@ -114,7 +114,7 @@ class _StoreCore:
         self, codec: CursorCodec, batch_size: int, configured_secrets: tuple[bytes, ...]
     ) -> None:
         self._configured_secrets = configured_secrets
-        self._ctx = ReadContext(codec)
+        self._ctx = ReadContext(codec, stored_keys=not configured_secrets)
         self._batch_size = batch_size
 
     @property
@@ -124,8 +124,9 @@ class _StoreCore:
     # Each `_op_*` builds one operation; the fronts drive it (writes with `write=True`).
 
     def _op_register_manifest(self, manifest: Mapping[str, Any]) -> Op[None]:
-        self._ctx.declared.clear()  # a new manifest may declare fewer streams
-        return _ingest.register_manifest(Manifest.from_dict(manifest))
+        yield from _ingest.register_manifest(Manifest.from_dict(manifest))
+        yield COMMIT
+        self._ctx.declared.clear()  # the new manifest may declare fewer streams
 
     def _op_upsert_records(
         self, connection_id: str, stream: str, records: Iterable[object]
@@ -158,9 +159,8 @@ class _StoreCore:
             )
         yield from _ingest.rotate_cursor_key()
         stored = yield from _ingest.load_cursor_keys(create=False)
-        self._ctx = ReadContext(
-            _codec_from((), stored), self._ctx.preview_chars, self._ctx.declared
-        )
+        yield COMMIT
+        self._ctx.codec = codec_for_stored_keys(stored)
 
     def _op_read_resource(self, grant: Grant, uri: str) -> Op[RecordView | FieldWindow]:
         if isinstance(uri, str) and uri.startswith(RECORD_URI_PREFIX):
@@ -204,7 +204,7 @@ class Store(_StoreCore):
     ) -> Self:
         secrets = _check_options(cursor_secret, previous_cursor_secrets, batch_size)
         with opening(url):
-            engine = create_engine(sync_url(url))
+            engine = create_engine(sync_url(url), hide_parameters=True)
             if engine.dialect.name == "sqlite":
                 install_sqlite_hooks(engine)
             with engine.connect() as conn:
@@ -299,7 +299,7 @@ class AsyncStore(_StoreCore):
     ) -> Self:
         secrets = _check_options(cursor_secret, previous_cursor_secrets, batch_size)
         with opening(url):
-            engine = create_async_engine(async_url(url))
+            engine = create_async_engine(async_url(url), hide_parameters=True)
             if engine.dialect.name == "sqlite":
                 install_sqlite_hooks(engine.sync_engine)
             async with engine.connect() as conn:

@@ -111,6 +111,8 @@ def _is_blob_ref(value: object) -> bool:
         and _BLOB_ID.fullmatch(value["blob_id"]) is not None
         and isinstance(value.get("mime_type"), str)
         and isinstance(value.get("size_bytes"), int)
+        and not isinstance(value["size_bytes"], bool)
+        and 0 <= value["size_bytes"] < 2**63
         and isinstance(value.get("sha256"), str)
     )
 
@@ -249,6 +251,8 @@ def encode_field(path: str, value: Any, spec: StreamSpec, record_label: str) -> 
         ) from None
     except (TypeError, ValueError) as exc:
         raise _bad_record(record_label, f"field {path!r} is not JSON: {exc}", path) from None
+    except RecursionError:
+        raise _bad_record(record_label, f"field {path!r} is nested too deeply", path) from None
     items = len(value) if isinstance(value, list | dict) else None
     if _is_blob_ref(value) and hint_kind in (FieldKind.BLOB_REF, None):
         return EncodedField(
@@ -278,10 +282,15 @@ def record_id_for(record: Mapping[str, Any], spec: StreamSpec, record_label: str
                 record_label, f"primary key field {key!r} is missing or not a scalar", key
             )
         values.append(value)
-    if len(values) == 1:
-        record_id = values[0] if isinstance(values[0], str) else canonical_json(values[0])
-    else:
-        record_id = canonical_json(values)
+    try:
+        if len(values) == 1:
+            record_id = values[0] if isinstance(values[0], str) else canonical_json(values[0])
+        else:
+            record_id = canonical_json(values)
+    except (TypeError, ValueError):
+        raise _bad_record(
+            record_label, "the primary key is not a JSON string or number", spec.primary_key[0]
+        ) from None
     key_name = spec.primary_key[0] if len(spec.primary_key) == 1 else list(spec.primary_key)
     if not _encodable(record_id):
         raise _bad_record(

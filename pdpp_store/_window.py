@@ -26,6 +26,7 @@ from typing import Any
 
 from ._errors import BadRequest
 from ._fields import FieldInfo
+from ._identity import is_unicode
 
 __all__ = [
     "DEFAULT_CONTEXT_CHARS",
@@ -107,6 +108,8 @@ class MatchSelector:
             raise _invalid("q", f"must be at most {MAX_QUERY_CHARS} characters")
         if "\x00" in self.q:
             raise _invalid("q", "must not contain NUL")
+        if not is_unicode(self.q):
+            raise _invalid("q", "must be valid Unicode (it holds a lone surrogate)")
         _check_int(self.before_chars, "before_chars", 0, MAX_CONTEXT_CHARS)
         _check_int(self.after_chars, "after_chars", 0, MAX_CONTEXT_CHARS)
         _check_optional_limit(self.limit_chars)

@@ -75,8 +75,8 @@ def sync_store(db_url: str) -> Iterator[Store]:
 
 @pytest.fixture
 def canaries(sync_store: Store, caplog: pytest.LogCaptureFixture) -> Store:
-    load(sync_store)
     capture_everything(caplog)
+    load(sync_store)
     return sync_store
 
 

@@ -109,14 +109,15 @@ BOUND_INSTANTS = dict(BOUNDS)
 NOT_A_TIME_FIELD = {MB: "charset", AT: "filename", MS: "subject"}
 """Fields a time constraint may name whose values are never ISO-8601 (so nothing is visible)."""
 
-SecretKind = Literal["text", "name", "binary", "blob"]
+SecretKind = Literal["text", "name", "binary", "blob", "digest"]
 
 
 @dataclass(frozen=True, slots=True)
 class Secret:
     """Where a canary lives. `text`: a text-like field's value; `name`: a field's name;
     `binary`: a binary-only field's value (never in a field read, §5; readable as blob bytes
-    when the store keeps it as blob `blob`); `blob`: a blob's bytes or MIME type."""
+    when the store keeps it as blob `blob`); `blob`: a blob's bytes or MIME type; `digest`: the
+    hex SHA-256 of a field's value (its `digest`, readable when the field is)."""
 
     canary: str
     kind: SecretKind
@@ -250,9 +251,18 @@ class _Builder:
         value, instant = TIMES[time]
         if value is not _MISSING:
             data[CONSENT[key[1]]] = value
-        self.records[key] = Rec(
-            *key, data, instant, frozenset(binary), dict(blobs or {}), deleted=deleted
-        )
+        rec = Rec(*key, data, instant, frozenset(binary), dict(blobs or {}), deleted=deleted)
+        self.records[key] = rec
+        # A field's digest is as private as its size: readable exactly when the field is. Only
+        # fields holding a canary are unique, so only their digests can serve as canaries.
+        holding = {
+            s.field
+            for s in self.secrets
+            if s.record == key and s.kind != "name" and s.field is not None
+        }
+        for path in sorted(holding):
+            digest = hashlib.sha256(rec.text(path).encode()).hexdigest()
+            self.secrets.append(Secret(digest, "digest", record=key, field=path))
 
     def body(self, key: Key, time: str, *, binary: bool = False, **extra: Any) -> None:
         def text(path: str) -> str:
@@ -641,6 +651,26 @@ def _steps_to_connection(
     return sg, (connection_id, stream, record_id)
 
 
+def fingerprint(grant: GrantDict, stream: str) -> tuple[Any, ...]:
+    """What a cursor binds of a grant (§4): its id and its terms for the stream, normalized
+    (lists as sets, time bounds as instants); status and expiry are not terms."""
+    sg = stream_grant(grant, stream) or {}
+
+    def terms(key: str) -> tuple[str, ...] | None:
+        return None if sg.get(key) is None else tuple(sorted(sg[key]))
+
+    constraint = sg.get("time_constraint")
+    time = (
+        None
+        if constraint is None
+        else tuple(
+            BOUND_INSTANTS.get(constraint.get(end)) if end != "field" else constraint[end]
+            for end in ("field", "since", "until")
+        )
+    )
+    return (grant["grant_id"], terms("instance_ids"), terms("fields"), terms("resources"), time)
+
+
 def _visible_record(ds: Dataset, sg: StreamGrantDict, key: Key) -> Rec | None:
     rec = ds.records.get(key)
     return rec if rec is not None and visible(sg, rec) else None
@@ -657,7 +687,7 @@ def expect_window(grant: GrantDict, op: Window, ds: Dataset = DATASET) -> Expect
     origin = op.origin
     if "cursor" in selector and not (
         origin is not None
-        and origin.grant is grant
+        and fingerprint(origin.grant, key[1]) == fingerprint(grant, key[1])
         and origin.target == key
         and origin.field == op.field
     ):
@@ -908,7 +938,10 @@ def check_cursor(
 
 
 def capture_everything(caplog: pytest.LogCaptureFixture) -> None:
-    """Every logger at DEBUG, SQLAlchemy's (statements, parameters, rows) included."""
+    """Every logger at DEBUG, SQLAlchemy's (statements, parameters, rows) included.
+
+    Call it before the store's first read: SQLAlchemy decides when a connection is made whether
+    it logs, and the sync store keeps its read connection between reads."""
     caplog.set_level(logging.DEBUG)
     for name in ("sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool", "aiosqlite", "psycopg"):
         caplog.set_level(logging.DEBUG, logger=name)
@@ -927,7 +960,8 @@ def _grant(*streams: StreamGrantDict, grant_id: str = "g-probe", **extra: Any) -
 
 def _canary(ds: Dataset, key: Key | None, path: str | None = None, blob: str | None = None) -> str:
     for secret in ds.secrets:
-        if secret.record == key and secret.field == path and secret.blob == blob:
+        where = (secret.record, secret.field, secret.blob)
+        if where == (key, path, blob) and secret.kind != "digest":
             return secret.canary
     raise LookupError((key, path, blob))
 
@@ -1074,7 +1108,8 @@ def check_probe(
 
 
 @pytest.fixture
-def loaded(store: StoreFront) -> StoreFront:
+def loaded(store: StoreFront, caplog: pytest.LogCaptureFixture) -> StoreFront:
+    capture_everything(caplog)  # before the first read: see `capture_everything`
     load(store)
     return store
 
@@ -1084,7 +1119,8 @@ def test_the_oracle_excludes_what_section_2_excludes() -> None:
     ds = DATASET
     everything = authorized(OWNER, ds)
     kinds = {secret.kind for secret in ds.secrets if secret.canary not in everything}
-    assert kinds == {"binary", "text", "name", "blob"}  # deleted records, binary fields, blobs
+    # deleted records, binary fields, blobs
+    assert kinds == {"binary", "text", "name", "blob", "digest"}
     window = {"field": CONSENT[MB], "since": BOUNDS[1][0], "until": BOUNDS[3][0]}
     timed = _grant(_sg(MB, time_constraint=window))
     seen = {
@@ -1106,7 +1142,6 @@ def test_the_oracle_excludes_what_section_2_excludes() -> None:
 def test_every_exclusion_holds_on_fixed_probes(
     loaded: StoreFront, caplog: pytest.LogCaptureFixture
 ) -> None:
-    capture_everything(caplog)
     for probe in probes().values():
         check_probe(loaded, probe, caplog)
     # Cursors: minted under the owner, replayed under a grant that excludes the record; minted
@@ -1121,6 +1156,16 @@ def test_every_exclusion_holds_on_fixed_probes(
     assert error.code == "invalid_cursor"
     page = check_cursor(loaded, narrow, own, narrow, caplog, form="uri", limit=700)
     assert page.start_chars == 500
+    # The log check is not vacuous: SQLAlchemy's statement and row logging is captured.
+    assert "SELECT" in caplog.text
+    assert "Row (" in caplog.text
+    # The grant a cursor binds is its id and terms (§4): the same ones in another object (with
+    # a status) carry the cursor; the same id with other terms does not.
+    same = check_cursor(loaded, narrow, own, {**narrow, "status": "active"}, caplog)
+    assert same.start_chars == 500
+    wider = _grant(_sg(MB, resources=["b03", "b04"], fields=["body_text"]))
+    error = check_cursor(loaded, narrow, own, wider, caplog)
+    assert error.code == "invalid_cursor"
 
 
 MAX_EXAMPLES = int(os.environ.get("PDPP_GATE_EXAMPLES", "200"))
@@ -1255,7 +1300,7 @@ def selectors(draw: st.DrawFn, key: Key, path: str) -> tuple[dict[str, Any], boo
     return selector, False
 
 
-MINTED_UNDER = ["same", "same", "owner", "other"]
+MINTED_UNDER = ["same", "same", "owner", "other", "same-id"]
 FORMS: list[Form] = ["ref", "ref", "ref", "id", "legacy", "unscoped", "uri"]
 
 
@@ -1268,7 +1313,6 @@ FORMS: list[Form] = ["ref", "ref", "ref", "id", "legacy", "unscoped", "uri"]
 def test_property_no_read_exposes_what_the_grant_excludes(
     loaded: StoreFront, caplog: pytest.LogCaptureFixture, data: st.DataObject
 ) -> None:
-    capture_everything(caplog)
     grant = data.draw(grants("g-1"), label="grant")
     blob_ids = [blob.blob_id for blob in DATASET.blobs.values()]
     blob_ids += ["blob_sha256_" + "0" * 64, "not-a-blob-id"]
@@ -1285,11 +1329,13 @@ def test_property_no_read_exposes_what_the_grant_excludes(
             check(loaded, grant, Window(key, path, selector, form, bad), caplog)
         elif kind == "cursor":
             under = data.draw(st.sampled_from(MINTED_UNDER), label="minted under")
-            minted_under = {
-                "same": grant,
-                "owner": OWNER,
-                "other": data.draw(grants("g-other"), label="other grant"),
-            }[under]
+            if under == "same":
+                minted_under = grant
+            elif under == "owner":
+                minted_under = OWNER
+            else:  # another grant: another id, or the same id with terms of its own
+                grant_id = "g-1" if under == "same-id" else "g-other"
+                minted_under = data.draw(grants(grant_id), label="minting grant")
             offset = data.draw(st.integers(0, 3000), label="offset")
             size = data.draw(st.integers(1, 3000), label="limit")
             minted = Window(key, path, {"offset_chars": offset, "limit_chars": size})

@@ -83,3 +83,18 @@ def test_reopening_keeps_data_and_does_not_migrate_again(db_url: str) -> None:
         blob = store.put_blob(b"kept", "text/plain")
     with Store.open(db_url) as store:
         assert store.put_blob(b"kept", "text/plain") == blob
+
+
+def test_the_lookahead_migration_matches_the_writer() -> None:
+    """Rows backfilled by migration 0002 and rows the store writes carry the same look-ahead."""
+    import importlib.util
+
+    from pdpp_store._values import LOOKAHEAD_CHARS
+
+    path = ROOT / "migrations" / "versions" / "0002_chunk_lookahead.py"
+    spec = importlib.util.spec_from_file_location("migration_0002", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.LOOKAHEAD_CHARS == LOOKAHEAD_CHARS

@@ -1,5 +1,5 @@
 """Each text chunk keeps the folded start of the next chunk, so short needles that cross a chunk
-boundary are found without reading the neighbouring row.
+boundary are found without reading the neighbouring row; and fields are indexed by blob id.
 
 Revision ID: 0002
 Revises: 0001
@@ -19,6 +19,8 @@ LOOKAHEAD_CHARS = 63  # as pdpp_store._values.LOOKAHEAD_CHARS when this revision
 
 
 def upgrade() -> None:
+    # Blob visibility under a grant without instance_ids looks fields up by blob id alone.
+    op.create_index("ix_fields_blob_id", "fields", ["blob_id"])
     key = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
     with op.batch_alter_table("field_chunks") as batch:
         batch.add_column(sa.Column("lookahead", key))
@@ -52,3 +54,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table("field_chunks") as batch:
         batch.drop_column("lookahead")
+    op.drop_index("ix_fields_blob_id", "fields")
