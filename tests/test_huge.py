@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from _data import MAILBOX, body, big_text, owner, setup_mailbox
+from _data import MAILBOX, big_text, body, owner, setup_mailbox
 from _postgres import PostgresServer
 from audit import BoundaryAudit
 from sqlalchemy import create_engine, func, select
