@@ -641,8 +641,10 @@ def _steps_to_connection(
     sg = stream_grant(grant, stream)
     if sg is None:
         return _fails("grant_stream_not_allowed")
-    if form == "unscoped":
+    if form == "unscoped":  # the connection comes from the grant: none, several, or one
         ids = sg.get("instance_ids")
+        if ids is not None and not ids:
+            return _fails("connection_not_found")
         if ids is None or len(ids) != 1:
             return _fails("ambiguous_connection")
         connection_id = ids[0]
