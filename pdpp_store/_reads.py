@@ -41,7 +41,7 @@ from ._identity import (
     validate_field_path,
 )
 from ._ingest import BlobInfo, load_cursor_keys
-from ._runtime import Op
+from ._runtime import Op, Rows
 from ._values import CHUNK_CHARS
 from ._window import (
     DEFAULT_LIMIT_CHARS,
@@ -273,8 +273,9 @@ def read_field_window(
         grant.fingerprint(ref.stream), ref.connection_id, ref.stream, ref.record_id, path
     )
     match: tuple[int, int] | None = None
+    rows: Rows | None = None
     if isinstance(chosen, MatchSelector):
-        match_start, digest = yield from _find(ref, path, stream_grant, chosen.q)
+        match_start, rows = yield from _find(ref, path, stream_grant, chosen)
         match = (match_start, match_start + len(chosen.q))
         start = match_window_start(match_start, chosen.before_chars)
         limit, clamped = match_window_limit(
@@ -282,7 +283,7 @@ def read_field_window(
         )
         if clamped and limit_clamped_warning() not in warnings:
             warnings = (*warnings, limit_clamped_warning())
-        prefix: str | None = digest
+        prefix: str | None = None  # the window was cut from the text the match was found in
     elif isinstance(chosen, CursorSelector):
         claimed = key_id_of(chosen.cursor)
         known = {key.key_id for key in (ctx.codec.active, *ctx.codec.previous)}
@@ -295,25 +296,19 @@ def read_field_window(
     else:
         assert isinstance(chosen, OffsetSelector)
         start, limit, prefix = chosen.offset_chars, chosen.limit_chars, None
-    # Every offset at or past the field's end reads the same empty window, so the statement
-    # gets an offset its SQL arithmetic can hold (Postgres `substr` takes 32-bit integers).
-    rows = yield sql.field_window(
-        ref,
-        path,
-        stream_grant,
-        start=min(start, _MAX_SQL_OFFSET),
-        limit=limit,
-        digest_prefix=prefix,
-    )
+    if match is None:
+        # Every offset at or past the field's end reads the same empty window, so the statement
+        # gets an offset its SQL arithmetic can hold (Postgres `substr` takes 32-bit integers).
+        rows = yield sql.field_window(
+            ref,
+            path,
+            stream_grant,
+            start=min(start, _MAX_SQL_OFFSET),
+            limit=limit,
+            digest_prefix=prefix,
+        )
     info = _text_like(_present(rows, ref, path), ref)
     if prefix is not None and not info.digest.startswith(prefix):
-        if match is not None:  # the field changed between the scan and its window
-            raise Conflict(
-                "field_changed",
-                f"field {info.path!r} changed while it was being searched; retry the read",
-                param="field",
-                details={"digest": info.digest, "size_chars": info.size_chars},
-            )
         raise _stale(info)
     text = "".join(row[8] for row in rows or () if row[8] is not None)
     start = window_bounds(start, info.size_chars)
@@ -339,14 +334,23 @@ def read_field_window(
     )
 
 
-def _find(ref: RecordRef, path: str, stream_grant: StreamGrant, q: str) -> Op[tuple[int, str]]:
+def _find(
+    ref: RecordRef, path: str, stream_grant: StreamGrant, chosen: MatchSelector
+) -> Op[tuple[int, Rows]]:
     """Steps 7, 8 and 10 for a match: the code-point offset of the first case-folded occurrence
-    of `q`, and the digest of the text it was found in. One statement when it is found; when it
-    is not, the field's metadata says which check failed first."""
-    rows = yield sql.match_scan(ref, path, stream_grant, fold(q))
-    if rows:
-        chunk_no, position, digest = rows[0]
-        return int(chunk_no) * CHUNK_CHARS + int(position) - 1, digest
+    of `q`, and the window around it as `field_window` rows, in one statement. When nothing
+    matched, the field's metadata says which check failed first."""
+    found = yield sql.match_window(
+        ref,
+        path,
+        stream_grant,
+        needle=fold(chosen.q),
+        before=chosen.before_chars,
+        after=chosen.after_chars,
+        limit=chosen.limit_chars,
+    )
+    if found:
+        return int(found[0][0]), [tuple(row[2:]) for row in found]
     _text_like(_present((yield sql.field_meta(ref, path, stream_grant)), ref, path), ref)
     raise NotFound(
         "query_not_found", f"q does not occur in field {path!r} of record {ref.id!r}", param="q"

@@ -43,6 +43,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import GenericFunction
 
@@ -61,6 +62,7 @@ from ._schema import (
     streams,
 )
 from ._values import CHUNK_CHARS, LOOKAHEAD_CHARS
+from ._window import MAX_LIMIT_CHARS
 
 
 def _kind_in(text_like: bool) -> ColumnElement[bool]:
@@ -79,11 +81,13 @@ class strpos(GenericFunction[int]):
     inherit_cache = True
 
 
-class greatest(GenericFunction[Any]):
+class greatest(GenericFunction[int]):
+    type = Integer()
     inherit_cache = True
 
 
-class least(GenericFunction[Any]):
+class least(GenericFunction[int]):
+    type = Integer()
     inherit_cache = True
 
 
@@ -321,24 +325,11 @@ def _field_meta(shape: GrantShape) -> Select[Any]:
     )
 
 
-def match_scan(ref: RecordRef, path: str, grant: StreamGrant, needle: str) -> Execute:
-    """The first chunk whose folded text, extended by the next chunk's first `len(needle) - 1`
-    code points, contains the folded needle; the 1-based position there; and the field's digest,
-    to which the window read that follows is bound. Scans in chunk order and stops at the first
-    hit. No row: the record is not visible, the field is missing or not text-like, or the needle
-    does not occur (the caller tells these apart with `field_meta`, in the contract's order)."""
-    params = {
-        **_record_params(ref, path),
-        **grant_params(grant),
-        "m_needle": needle,
-        "m_overlap": len(needle) - 1,
-    }
-    return Execute(_match_scan(GrantShape.of(grant), len(needle) - 1 > LOOKAHEAD_CHARS), params)
-
-
 @cache
 def _match_scan(shape: GrantShape, long_needle: bool) -> PerDialect:
-    """One scan in chunk order that stops at the first hit and is linear in the chunks before
+    """The first chunk whose folded text, extended by the next chunk's first `len(q) - 1` code
+    points, contains the folded needle; the 1-based position there; and the field's digest.
+    One scan in chunk order that stops at the first hit and is linear in the chunks before
     it, whatever the planner's statistics. The field and grant checks are uncorrelated, so they
     run once per statement, not once per chunk.
 
@@ -364,7 +355,9 @@ def _match_scan(shape: GrantShape, long_needle: bool) -> PerDialect:
     needle = bindparam("m_needle", type_=Text())
     if not long_needle:
         position = strpos(here + func.coalesce(field_chunks.c.lookahead, ""), needle)
-        scan = select(field_chunks.c.chunk_no, position, digest).where(*checks, position > 0)
+        scan = select(
+            field_chunks.c.chunk_no, position.label("position"), digest.label("digest")
+        ).where(*checks, position > 0)
         return PerDialect(scan.order_by(field_chunks.c.chunk_no).limit(1))
 
     nxt = field_chunks.alias("nxt")
@@ -379,7 +372,7 @@ def _match_scan(shape: GrantShape, long_needle: bool) -> PerDialect:
     )
     position = strpos(here + func.coalesce(ahead, ""), needle)
     probing = (
-        select(field_chunks.c.chunk_no, position, digest)
+        select(field_chunks.c.chunk_no, position.label("position"), digest.label("digest"))
         .where(*checks, position > 0)
         .order_by(field_chunks.c.chunk_no)
         .limit(1)
@@ -396,12 +389,102 @@ def _match_scan(shape: GrantShape, long_needle: bool) -> PerDialect:
         .subquery("hits")
     )
     streaming = (
-        select(hits.c.chunk_no, hits.c.position, digest)
+        select(hits.c.chunk_no, hits.c.position, digest.label("digest"))
         .where(hits.c.position > 0)
         .order_by(hits.c.chunk_no)
         .limit(1)
     )
     return PerDialect(default=probing, postgresql=streaming)
+
+
+def match_window(
+    ref: RecordRef,
+    path: str,
+    grant: StreamGrant,
+    *,
+    needle: str,
+    before: int,
+    after: int,
+    limit: int | None,
+) -> Execute:
+    """A match window in one statement: the scan (`_match_scan`), then the window around its hit
+    cut from the chunks of the very text it was found in (joined by digest). Rows: the match
+    start, the window start, then as `field_window`'s rows. No row: nothing matched, or the
+    record, field or kind does not allow a match (`field_meta` tells which)."""
+    params = {
+        **_record_params(ref, path),
+        **grant_params(grant),
+        "m_needle": needle,
+        "m_overlap": len(needle) - 1,
+        "m_before": before,
+        "m_after": after,
+        "m_q_len": len(needle),
+        "m_limit": limit,
+    }
+    shape, long_needle = GrantShape.of(grant), len(needle) - 1 > LOOKAHEAD_CHARS
+    return Execute(_match_window(shape, long_needle), params)
+
+
+@cache
+def _match_window(shape: GrantShape, long_needle: bool) -> PerDialect:
+    scans = _match_scan(shape, long_needle)
+    postgresql = scans.postgresql
+    return PerDialect(
+        _window_around(scans.default),
+        None if postgresql is None else _window_around(postgresql),
+    )
+
+
+def _window_around(scan: Executable) -> Select[Any]:
+    assert isinstance(scan, Select)
+    # The hit is materialised and every value taken from it is an uncorrelated scalar subquery,
+    # so each is computed once and the window's chunk range reaches the primary-key index as a
+    # bound, exactly as in `field_window`. (Joined instead, a planner without statistics was
+    # seen to walk all the chunks and test the range on each.)
+    hit = scan.cte("hit").prefix_with("MATERIALIZED")
+    match_start = hit.c.chunk_no * CHUNK_CHARS + hit.c.position - 1
+    start = greatest(match_start - bindparam("m_before", type_=Integer), 0)
+    wanted = func.coalesce(
+        bindparam("m_limit", type_=Integer),
+        match_start
+        - start
+        + bindparam("m_q_len", type_=Integer)
+        + bindparam("m_after", type_=Integer),
+    )
+
+    def once(value: ColumnElement[Any]) -> ColumnElement[Any]:
+        return select(value).select_from(hit).scalar_subquery()
+
+    window_start = once(start)
+    window_end = once(start + least(wanted, MAX_LIMIT_CHARS))
+    base = field_chunks.c.chunk_no * CHUNK_CHARS
+    piece_start = greatest(window_start - base, 0)
+    piece_end = least(window_end - base, CHUNK_CHARS)
+    return (
+        select(
+            once(match_start),
+            window_start,
+            *FIELD_META,
+            func.substr(field_chunks.c.text, piece_start + 1, piece_end - piece_start),
+        )
+        .select_from(
+            fields.join(
+                field_chunks,
+                and_(_same_record(field_chunks, fields), field_chunks.c.path == fields.c.path),
+            )
+        )
+        .where(
+            _record_is(fields),
+            fields.c.path == bindparam("f_path"),
+            fields.c.digest == once(hit.c.digest),
+            _record_is(field_chunks),
+            field_chunks.c.path == bindparam("f_path"),
+            field_chunks.c.chunk_no.between(
+                window_start // CHUNK_CHARS, (window_end - 1) // CHUNK_CHARS
+            ),
+        )
+        .order_by(field_chunks.c.chunk_no)
+    )
 
 
 def record_preview(ref: RecordRef, grant: StreamGrant, preview_chars: int) -> Execute:

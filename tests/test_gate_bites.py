@@ -3,7 +3,7 @@ library with `monkeypatch` and shows that the very checks of the gate (`check_bo
 `test_gate_bounded`, `check_probe` of `test_gate_canaries`) pass on the real library and FAIL,
 for the right reason, on the broken one:
 
-    (a) the field-window statement also selects the whole field text     check_bounded
+    (a) the statements that cut windows also select the whole field      check_bounded
     (b) grant visibility removed from every statement (`true()`)         check_probe: resources,
                                                                          time, deletion, blobs of
                                                                          other connections
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Select, and_, bindparam, func, select, true
+from sqlalchemy import Select, bindparam, func, select, true
 from test_gate_bounded import (
     FIELD,
     GRANT,
@@ -46,7 +46,8 @@ from test_gate_canaries import (
 
 from pdpp_store import Store, StoreError, StreamGrant
 from pdpp_store import _sql as sql
-from pdpp_store._schema import blobs, field_chunks, records
+from pdpp_store._runtime import PerDialect
+from pdpp_store._schema import blobs, field_chunks, fields
 
 LEAK = "unauthorized canary"
 
@@ -104,6 +105,32 @@ BITE_FIELD_CHARS = 300_000
 """Small enough to ingest at once, and still a megabyte of Python memory once it crosses."""
 
 
+def _with_whole_field(statement: Any) -> Any:
+    """`statement`, plus the field's whole text (every chunk, in one column): the window the
+    caller gets is unchanged, so only the boundary can tell."""
+    if isinstance(statement, PerDialect):
+        other = statement.postgresql
+        return PerDialect(
+            _with_whole_field(statement.default),
+            None if other is None else _with_whole_field(other),
+        )
+    every = field_chunks.alias("every")
+    whole = select(func.aggregate_strings(every.c.text, "")).where(
+        every.c.connection_id == fields.c.connection_id,
+        every.c.stream == fields.c.stream,
+        every.c.record_id == fields.c.record_id,
+        every.c.path == fields.c.path,
+    )
+    return statement.add_columns(whole.scalar_subquery())
+
+
+def _leaking(builder: Callable[..., Any]) -> Callable[..., Any]:
+    def broken(*args: Any) -> Any:
+        return _with_whole_field(builder(*args))
+
+    return broken
+
+
 def test_a_window_statement_selecting_the_whole_field_fails_the_bounded_proof(
     sync_store: Store, breakable: pytest.MonkeyPatch
 ) -> None:
@@ -117,27 +144,11 @@ def test_a_window_statement_selecting_the_whole_field_fails_the_bounded_proof(
     for read in reads:
         check_bounded(sync_store, read, window_text)
 
-    window = sql._field_window
-
-    def whole_field_too(shape: sql.GrantShape, with_prefix: bool) -> Select[Any]:
-        """The real statement, plus the field's whole text (every chunk, in one column): the
-        window the caller gets is unchanged, so only the boundary can tell."""
-        every = field_chunks.alias("every")
-        whole = (
-            select(func.aggregate_strings(every.c.text, ""))
-            .where(
-                and_(
-                    every.c.connection_id == records.c.connection_id,
-                    every.c.stream == records.c.stream,
-                    every.c.record_id == records.c.record_id,
-                    every.c.path == bindparam("f_path"),
-                )
-            )
-            .scalar_subquery()
-        )
-        return window(shape, with_prefix).add_columns(whole)
-
-    breakable.setattr(sql, "_field_window", whole_field_too)
+    # Every statement that cuts a window: `_field_window`, and `_match_window` where the store
+    # cuts a match window in the scan's own statement (else match reads use `_field_window`).
+    for name in ("_field_window", "_match_window"):
+        if hasattr(sql, name):
+            breakable.setattr(sql, name, _leaking(getattr(sql, name)))
     for read in reads:
         assert read().text  # the broken variant still answers correctly ...
         with pytest.raises(AssertionError, match="crossed the boundary"):
