@@ -143,6 +143,17 @@ def verdict(ok: bool | None) -> str:
 
 # ------------------------------------------------------------------------ sections
 
+BASELINE_HEADERS = ("naive", "naive / library", "reference", "reference / library")
+LIBRARY_HEADERS = ("library", "raw floor", "library / floor", *BASELINE_HEADERS)
+
+
+def baseline_cells(m: dict[str, float | None], library: float | None) -> list[str]:
+    """The naive peer's and the reference design's p50, each with its ratio to the library's."""
+    cells = []
+    for impl in ("naive", "reference"):
+        cells += [fmt_time(m[impl]), fmt_ratio(ratio(m[impl], library))]
+    return cells
+
 
 def window_rows(run: Run, backend: str) -> list[list[str]]:
     rows = []
@@ -173,10 +184,7 @@ def window_rows(run: Run, backend: str) -> list[list[str]]:
                         fmt_time(m["floor-offset"]),
                         fmt_ratio(ratio(lib, m["floor-offset"])),
                         fmt_ratio(ratio(m["library-cursor"], m["floor-cursor"])),
-                        fmt_time(m["naive"]),
-                        fmt_ratio(ratio(m["naive"], lib)),
-                        fmt_time(m["reference"]),
-                        fmt_ratio(ratio(m["reference"], lib)),
+                        *baseline_cells(m, lib),
                     ]
                 )
     return rows
@@ -191,92 +199,43 @@ WINDOW_HEADERS = (
     "raw floor",
     "offset / floor",
     "cursor / floor",
-    "naive",
-    "naive / library",
-    "reference",
-    "reference / library",
+    *BASELINE_HEADERS,
 )
 
 
-def match_rows(run: Run, backend: str) -> list[list[str]]:
+def library_rows(
+    run: Run, backend: str, suite: str, places: Sequence[str] = ("",)
+) -> list[list[str]]:
+    """A row per text kind, size and place (a match's needle; none for a record, `("",)`): the
+    library's p50 against the raw floor, the naive peer and the reference design
+    (`LIBRARY_HEADERS`)."""
     rows = []
     for kind in KINDS:
-        for size, _ in run.sizes("match", backend):
-            for needle in NEEDLES:
+        for size, _ in run.sizes(suite, backend):
+            for place in places:
                 m = {
-                    impl: run.median("match", backend, kind, size, needle, impl)
+                    impl: run.median(suite, backend, kind, size, place, impl)
                     for impl in ("library", "floor", "naive", "reference")
                 }
-                if m["library"] is None:
+                lib = m["library"]
+                if lib is None:
                     continue
                 rows.append(
                     [
                         kind,
                         size,
-                        needle,
-                        fmt_time(m["library"]),
+                        *([place] if place else []),
+                        fmt_time(lib),
                         fmt_time(m["floor"]),
-                        fmt_ratio(ratio(m["library"], m["floor"])),
-                        fmt_time(m["naive"]),
-                        fmt_ratio(ratio(m["naive"], m["library"])),
-                        fmt_time(m["reference"]),
-                        fmt_ratio(ratio(m["reference"], m["library"])),
+                        fmt_ratio(ratio(lib, m["floor"])),
+                        *baseline_cells(m, lib),
                     ]
                 )
     return rows
 
 
-MATCH_HEADERS = (
-    "text",
-    "size",
-    "needle",
-    "library",
-    "raw floor",
-    "library / floor",
-    "naive",
-    "naive / library",
-    "reference",
-    "reference / library",
-)
-
-
-def record_rows(run: Run, backend: str) -> list[list[str]]:
-    rows = []
-    for kind in KINDS:
-        for size, _ in run.sizes("record", backend):
-            m = {
-                impl: run.median("record", backend, kind, size, "", impl)
-                for impl in ("library", "floor", "naive", "reference")
-            }
-            if m["library"] is None:
-                continue
-            rows.append(
-                [
-                    kind,
-                    size,
-                    fmt_time(m["library"]),
-                    fmt_time(m["floor"]),
-                    fmt_ratio(ratio(m["library"], m["floor"])),
-                    fmt_time(m["naive"]),
-                    fmt_ratio(ratio(m["naive"], m["library"])),
-                    fmt_time(m["reference"]),
-                    fmt_ratio(ratio(m["reference"], m["library"])),
-                ]
-            )
-    return rows
-
-
-RECORD_HEADERS = (
-    "text",
-    "size",
-    "library",
-    "raw floor",
-    "library / floor",
-    "naive",
-    "naive / library",
-    "reference",
-    "reference / library",
-)
+MATCH_HEADERS = ("text", "size", "needle", *LIBRARY_HEADERS)
+RECORD_HEADERS = ("text", "size", *LIBRARY_HEADERS)
 
 
 def throughput(case: Case | None) -> tuple[float, float] | None:
@@ -591,9 +550,9 @@ def render(run: Run, out: Path, note: str = "") -> str:
             "ending at the last code point, and absent (`query_not_found`).",
             "",
         ]
-        lines += table(MATCH_HEADERS, match_rows(run, backend), "lllrrrrrrr")
+        lines += table(MATCH_HEADERS, library_rows(run, backend, "match", NEEDLES), "lllrrrrrrr")
         lines += [f"### {title}: record projection (`read_record`)", ""]
-        lines += table(RECORD_HEADERS, record_rows(run, backend), "llrrrrrrr")
+        lines += table(RECORD_HEADERS, library_rows(run, backend, "record"), "llrrrrrrr")
         lines += [f"### {title}: ingestion", ""]
         lines += [
             "One record with one large field per round (`upsert_records`, fresh id each "

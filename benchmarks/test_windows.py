@@ -84,6 +84,32 @@ def assert_bounded(captured: Captured, budget: int) -> None:
     assert captured.chars_returned <= budget
 
 
+def measure_impl(
+    benchmark: BenchmarkFixture,
+    bench: BenchDatabase,
+    readers: dict[str, Callable[[], object]],
+    impl: str,
+    *,
+    suite: str,
+    dataset: Dataset,
+    position: str | None = None,
+) -> object:
+    """Time `readers[impl]` in the group of the designs compared with it (`suite` on this
+    backend, at `dataset` and `position` if any); a baseline on a large field is a slow case."""
+    at = {} if position is None else {"position": position}
+    return measure(
+        benchmark,
+        readers[impl],
+        group=" ".join([suite, bench.backend, str(dataset), *at.values()]),
+        slow=impl in BASELINES and dataset.chars >= SLOW_FROM_CHARS,
+        suite=suite,
+        backend=bench.backend,
+        **at,
+        impl=impl,
+        **dataset.coordinates(),
+    )
+
+
 @pytest.mark.parametrize("impl", WINDOW_IMPLS)
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("dataset", DATASETS, ids=str)
@@ -113,16 +139,8 @@ def test_window(
         "naive": lambda: bench.naive_window(case.rid, case.offset, WINDOW_CHARS),
         "reference": lambda: bench.reference_window(case.rid, case.offset, WINDOW_CHARS),
     }
-    result = measure(
-        benchmark,
-        readers[impl],
-        group=f"window {bench.backend} {dataset} {position}",
-        slow=impl in BASELINES and dataset.chars >= SLOW_FROM_CHARS,
-        suite="window",
-        backend=bench.backend,
-        position=position,
-        impl=impl,
-        **dataset.coordinates(),
+    result = measure_impl(
+        benchmark, bench, readers, impl, suite="window", dataset=dataset, position=position
     )
     expected: object = {
         "floor-offset": case.by_offset.rows,
@@ -148,16 +166,7 @@ def test_record(
         "naive": lambda: bench.naive_record(rid, PREVIEW_CHARS),
         "reference": lambda: bench.reference_record(rid, PREVIEW_CHARS),
     }
-    result = measure(
-        benchmark,
-        readers[impl],
-        group=f"record {bench.backend} {dataset}",
-        slow=impl in BASELINES and dataset.chars >= SLOW_FROM_CHARS,
-        suite="record",
-        backend=bench.backend,
-        impl=impl,
-        **dataset.coordinates(),
-    )
+    result = measure_impl(benchmark, bench, readers, impl, suite="record", dataset=dataset)
     if impl == "floor":
         assert result == captured.rows
     else:

@@ -1,14 +1,19 @@
-"""Test material: the real manifests, a small mailbox, grants, and text generators."""
+"""Test material: the real manifests, a small mailbox, grants, text generators, and the oracles and
+hypothesis helpers the suites share."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdpp_store import Grant
+
+if TYPE_CHECKING:
+    from hypothesis import settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MAILBOX = "cin_mail"
@@ -132,24 +137,25 @@ class SqlLog:
 
 # --- Helpers for the window, match, cursor and identity suites ------------------------------------
 
-WINDOW_KEYS = frozenset(
-    {
-        "text",
-        "total_chars",
-        "start_chars",
-        "end_chars",
-        "limit_chars",
-        "complete",
-        "has_more",
-        "match_start_chars",
-        "match_end_chars",
-        "next_offset_chars",
-        "previous_offset_chars",
-        "next_cursor",
-        "previous_cursor",
-    }
+ENVELOPE_KEYS = ("object", "stream", "record_id", "connection_id", "field", "window", "meta")
+"""The keys of the §3 envelope, in order."""
+
+WINDOW_KEYS = (
+    "text",
+    "total_chars",
+    "start_chars",
+    "end_chars",
+    "limit_chars",
+    "complete",
+    "has_more",
+    "match_start_chars",
+    "match_end_chars",
+    "next_offset_chars",
+    "previous_offset_chars",
+    "next_cursor",
+    "previous_cursor",
 )
-"""The keys of the §3 envelope's `window` object."""
+"""The keys of the §3 envelope's `window` object, in order."""
 
 
 def sha256_of(text: str) -> str:
@@ -189,7 +195,7 @@ def assert_window(envelope: dict[str, Any], text: str, offset: int, limit: int) 
     """Check an envelope's `window` against `expected_window` (every key of the object present,
     no other; cursors null exactly when their offsets are) and return the window."""
     window: dict[str, Any] = envelope["window"]
-    assert set(window) == WINDOW_KEYS
+    assert set(window) == set(WINDOW_KEYS)
     expected = expected_window(text, offset, limit)
     assert {key: window[key] for key in expected} == expected, (offset, limit)
     assert (window["next_cursor"] is None) == (window["next_offset_chars"] is None)
@@ -228,3 +234,26 @@ def unicode_texts(max_body: int = 3072) -> Any:
         return head + "".join(rng.choice(alphabet) for _ in range(size))
 
     return texts()
+
+
+def on_one_store() -> settings:
+    """The hypothesis settings of a property whose examples all run on one store (the
+    function-scoped `each_database` fixture): 40 examples, no deadline."""
+    from hypothesis import HealthCheck, settings
+
+    return settings(
+        max_examples=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+
+
+_EXAMPLE_IDS = itertools.count()
+
+
+def example_body(store: Any, text: str) -> str:
+    """Store `text` as the body of a new record in `MAILBOX` and return the record's id: the store
+    outlives a hypothesis example, so each example gets a record of its own."""
+    record_id = f"p{next(_EXAMPLE_IDS)}"
+    store.upsert_records(MAILBOX, "message_bodies", [body(record_id, text)])
+    return record_id

@@ -5,6 +5,8 @@
                   ``postgres-async`` (async = `BlockingAsyncStore`, so tests stay plain functions)
     sqlite_store, pg_store
                   the sync store on one backend, for tests that run once per database (huge fields)
+    each_database one per backend (``sqlite``, ``postgres``): the sync store with the mailbox set
+                  up (`_data.setup_mailbox`), for properties whose many examples share one store
     sqlite_db_url, pg_db_url, pg_server, pg_server_url
                   the pieces, for tests that open stores themselves (see `_fronts.open_front`)
 
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from _data import setup_mailbox
 from _fronts import FRONTS, StoreFront, open_front
 from _postgres import PostgresServer, Unavailable, find_server, unavailable
 
@@ -230,3 +233,17 @@ def pg_store(pg_db_url: str) -> Iterator[Store]:
 
     with Store.open(pg_db_url) as opened:
         yield opened
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite_store", id="sqlite"),
+        pytest.param("pg_store", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def each_database(request: pytest.FixtureRequest) -> Store:
+    """The sync store once per database, with the mailbox set up (a property runs many examples
+    on one store)."""
+    opened: Store = request.getfixturevalue(request.param)
+    setup_mailbox(opened)
+    return opened

@@ -13,13 +13,16 @@ from typing import Any
 
 import pytest
 from _data import (
+    ENVELOPE_KEYS,
     MAILBOX,
     WINDOW_KEYS,
     assert_store_error,
     assert_window,
     body,
     canonical,
+    example_body,
     mixed_text,
+    on_one_store,
     owner,
     ref_id,
     setup_mailbox,
@@ -27,7 +30,7 @@ from _data import (
     unicode_texts,
 )
 from _fronts import StoreFront
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pdpp_store import Store, StoreError
@@ -74,15 +77,7 @@ def test_the_default_window_and_the_envelope(store: StoreFront) -> None:
 
     envelope = _read(store, "e1")
 
-    assert set(envelope) == {
-        "object",
-        "stream",
-        "record_id",
-        "connection_id",
-        "field",
-        "window",
-        "meta",
-    }
+    assert set(envelope) == set(ENVELOPE_KEYS)
     assert envelope["object"] == "field_window"
     assert (envelope["stream"], envelope["record_id"], envelope["connection_id"]) == (
         "message_bodies",
@@ -456,27 +451,8 @@ def test_a_string_holding_nul_is_not_text(store: StoreFront) -> None:
 
 # -- property: every window is a slice ----------------------------------------------------------
 
-_IDS = itertools.count()
 
-
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite_store", id="sqlite"),
-        pytest.param("pg_store", id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def each_database(request: pytest.FixtureRequest) -> Store:
-    """The sync store once per database (the property runs many examples on one store)."""
-    opened: Store = request.getfixturevalue(request.param)
-    setup_mailbox(opened)
-    return opened
-
-
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@on_one_store()
 @given(
     text=unicode_texts(),
     offset=st.integers(0, 3 * CHUNK_CHARS + 200),
@@ -486,8 +462,7 @@ def test_property_every_window_is_the_python_slice(
     each_database: Store, text: str, offset: int, limit: int
 ) -> None:
     assume(not looks_like_base64(text))  # stored as binary-only by design: not this property
-    record_id = f"p{next(_IDS)}"  # the store outlives the example: one record per example
-    each_database.upsert_records(MAILBOX, "message_bodies", [body(record_id, text)])
+    record_id = example_body(each_database, text)
 
     envelope = each_database.read_field_window(
         OWNER, ref_id(record_id), BODY, offset_chars=offset, limit_chars=limit
@@ -495,7 +470,7 @@ def test_property_every_window_is_the_python_slice(
 
     effective = min(limit, 16384)
     window = assert_window(envelope, text, offset, effective)
-    assert set(window) == WINDOW_KEYS
+    assert set(window) == set(WINDOW_KEYS)
     assert envelope["field"]["size_chars"] == len(text)
     assert envelope["field"]["digest"] == sha256_of(text)
     clamped = [{"code": "limit_clamped", "param": "limit_chars"}] if limit > 16384 else []

@@ -8,7 +8,6 @@ folded text is the offset in the text), and the oracle of its window is the Pyth
 
 from __future__ import annotations
 
-import itertools
 import random
 from typing import Any
 
@@ -19,14 +18,16 @@ from _data import (
     assert_window,
     body,
     canonical,
+    example_body,
     mixed_text,
+    on_one_store,
     owner,
     ref_id,
     setup_mailbox,
     unicode_texts,
 )
 from _fronts import StoreFront
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pdpp_store import Store, StoreError, fold
@@ -329,7 +330,6 @@ def test_absent_needles_are_query_not_found(store: StoreFront) -> None:
 
 # -- property: the match is the fold oracle's -------------------------------------------------
 
-_IDS = itertools.count()
 _NEEDLE_CHARS = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
 
 
@@ -353,24 +353,7 @@ def haystacks(draw: st.DrawFn) -> tuple[str, str]:
     return text, draw(st.text(_NEEDLE_CHARS, min_size=1, max_size=12))
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite_store", id="sqlite"),
-        pytest.param("pg_store", id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def each_database(request: pytest.FixtureRequest) -> Store:
-    """The sync store once per database (the property runs many examples on one store)."""
-    opened: Store = request.getfixturevalue(request.param)
-    setup_mailbox(opened)
-    return opened
-
-
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@on_one_store()
 @given(
     case=haystacks(),
     before=st.integers(0, 8192),
@@ -381,8 +364,7 @@ def test_property_match_offset_is_the_fold_oracle(
 ) -> None:
     text, q = case
     assume(not looks_like_base64(text))  # stored as binary-only by design: not this property
-    record_id = f"p{next(_IDS)}"  # the store outlives the example: one record per example
-    each_database.upsert_records(MAILBOX, "message_bodies", [body(record_id, text)])
+    record_id = example_body(each_database, text)
     expected = fold(text).find(fold(q))
 
     if expected < 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _data import ENVELOPE_KEYS, WINDOW_KEYS
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -213,32 +214,10 @@ def test_envelope_shape() -> None:
         "x" * 20, 0, 8, match_start_chars=2, match_end_chars=4, warnings=(limit_clamped_warning(),)
     )
     envelope = window.to_dict()
-    assert list(envelope) == [
-        "object",
-        "stream",
-        "record_id",
-        "connection_id",
-        "field",
-        "window",
-        "meta",
-    ]
+    assert list(envelope) == list(ENVELOPE_KEYS)
     assert envelope["object"] == "field_window"
     assert envelope["field"] == window.field.to_dict()
-    assert list(envelope["window"]) == [
-        "text",
-        "total_chars",
-        "start_chars",
-        "end_chars",
-        "limit_chars",
-        "complete",
-        "has_more",
-        "match_start_chars",
-        "match_end_chars",
-        "next_offset_chars",
-        "previous_offset_chars",
-        "next_cursor",
-        "previous_cursor",
-    ]
+    assert list(envelope["window"]) == list(WINDOW_KEYS)
     assert envelope["window"] | {"text": None} == {
         "text": None,
         "total_chars": 20,
