@@ -374,7 +374,7 @@ class _Walk:
         record = view.to_dict()
         ladder = record["content_ladder"]["body_text"]
         self.title("(1) read_record: the big email body, projected under the grant", ms)
-        self.line(f"{record['id']}  version {record['version']}")
+        self.line(f"{record['id']}  revision {record['revision'][:23]}…")
         self.line(f"data has the granted fields only: {', '.join(record['data'])}")
         self.line(f"data.body_text (a preview): {_json(record['data']['body_text'], 40)}")
         self.line(f"content_ladder.body_text: {_json(ladder, 24)}")

@@ -13,6 +13,7 @@ hidden record is indistinguishable from a missing one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -406,11 +407,25 @@ class FieldPreview:
 
 @dataclass(frozen=True, slots=True)
 class RecordView:
-    """A record projected under a grant: granted fields only, long values as previews."""
+    """A record projected under a grant: granted fields only, long values as previews.
+
+    `revision` identifies the granted content (a digest of the granted fields' paths, kinds and
+    digests): it changes exactly when something the grant covers changes. The record's own
+    `version` counts every change, so it is shown only under a grant of all fields; under a
+    narrower one it would tell that an ungranted field changed."""
 
     ref: RecordRef
-    version: int
+    version: int | None
     fields: tuple[FieldPreview, ...]
+
+    @property
+    def revision(self) -> str:
+        hasher = hashlib.sha256()
+        for item in sorted(self.fields, key=lambda f: f.info.path):
+            hasher.update(
+                json.dumps([item.info.path, item.info.kind.value, item.info.digest]).encode()
+            )
+        return "sha256:" + hasher.hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -429,7 +444,8 @@ class RecordView:
             "connection_id": self.ref.connection_id,
             "stream": self.ref.stream,
             "record_id": self.ref.record_id,
-            "version": self.version,
+            "revision": self.revision,
+            **({"version": self.version} if self.version is not None else {}),
             "data": data,
             "content_ladder": ladder,
         }
@@ -462,7 +478,8 @@ def read_record(
     if not rows:
         raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
     previews = tuple(_preview(row, ctx.preview_chars) for row in rows if row[1] is not None)
-    return RecordView(ref, int(rows[0][0]), previews)
+    version = int(rows[0][0]) if stream_grant.fields is None else None
+    return RecordView(ref, version, previews)
 
 
 # ---------------------------------------------------------------- blobs

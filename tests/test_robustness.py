@@ -127,3 +127,21 @@ def test_a_legacy_id_checks_the_resolved_connections_manifest(store: StoreFront)
         {"grant_id": "g", "streams": [{"name": "message_bodies", "instance_ids": []}]}
     )
     assert _error(store.read_record, nobody, "message_bodies:e1").code == "connection_not_found"
+
+
+def test_a_narrow_grant_sees_no_change_to_what_it_does_not_cover(store: StoreFront) -> None:
+    setup_mailbox(store)
+    store.upsert_records(MAILBOX, "message_bodies", [body("e1", "hello")])
+    narrow = Grant.from_dict(
+        {"grant_id": "g", "streams": [{"name": "message_bodies", "fields": ["id", "charset"]}]}
+    )
+    before = store.read_record(narrow, REF).to_dict()
+    assert "version" not in before
+    store.upsert_records(MAILBOX, "message_bodies", [body("e1", "changed, but not granted")])
+    assert store.read_record(narrow, REF).to_dict() == before
+    store.upsert_records(
+        MAILBOX, "message_bodies", [{**body("e1", "changed, but not granted"), "charset": "x"}]
+    )
+    after = store.read_record(narrow, REF).to_dict()
+    assert after["revision"] != before["revision"]
+    assert store.read_record(owner(), REF).to_dict()["version"] == 3
