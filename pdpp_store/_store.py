@@ -110,11 +110,8 @@ def _codec_from(configured: tuple[bytes, ...], stored: list[tuple[int, bytes]]) 
 
 
 class _StoreCore:
-    def __init__(
-        self, codec: CursorCodec, batch_size: int, configured_secrets: tuple[bytes, ...]
-    ) -> None:
-        self._configured_secrets = configured_secrets
-        self._ctx = ReadContext(codec, stored_keys=not configured_secrets)
+    def __init__(self, codec: CursorCodec, batch_size: int, stored_keys: bool) -> None:
+        self._ctx = ReadContext(codec, stored_keys=stored_keys)
         self._batch_size = batch_size
 
     @property
@@ -150,7 +147,7 @@ class _StoreCore:
         return _reads.read_record(self._ctx, grant, record, connection_id=connection_id)
 
     def _op_rotate_cursor_key(self) -> Op[None]:
-        if self._configured_secrets:
+        if not self._ctx.stored_keys:
             raise BadRequest(
                 "invalid_request",
                 "this store's cursor secret is configured: rotate it by configuration "
@@ -187,9 +184,9 @@ class Store(_StoreCore):
         engine: Engine,
         codec: CursorCodec,
         batch_size: int,
-        configured_secrets: tuple[bytes, ...] = (),
+        stored_keys: bool = True,
     ) -> None:
-        super().__init__(codec, batch_size, configured_secrets)
+        super().__init__(codec, batch_size, stored_keys)
         self.engine = engine
         self._reader = HeldReader(engine)
 
@@ -211,7 +208,7 @@ class Store(_StoreCore):
                 migrate(conn)
                 conn.commit()
         stored = run_sync(engine, _ingest.load_cursor_keys(create=not secrets), write=True)
-        return cls(engine, _codec_from(secrets, stored), batch_size, secrets)
+        return cls(engine, _codec_from(secrets, stored), batch_size, stored_keys=not secrets)
 
     def _run(self, op: Op[T], *, write: bool = False) -> T:
         return run_sync(self.engine, op, write=True) if write else self._reader.run(op)
@@ -283,9 +280,9 @@ class AsyncStore(_StoreCore):
         engine: AsyncEngine,
         codec: CursorCodec,
         batch_size: int,
-        configured_secrets: tuple[bytes, ...] = (),
+        stored_keys: bool = True,
     ) -> None:
-        super().__init__(codec, batch_size, configured_secrets)
+        super().__init__(codec, batch_size, stored_keys)
         self.engine = engine
 
     @classmethod
@@ -306,7 +303,7 @@ class AsyncStore(_StoreCore):
                 await conn.run_sync(migrate)
                 await conn.commit()
         stored = await run_async(engine, _ingest.load_cursor_keys(create=not secrets), write=True)
-        return cls(engine, _codec_from(secrets, stored), batch_size, secrets)
+        return cls(engine, _codec_from(secrets, stored), batch_size, stored_keys=not secrets)
 
     async def _run(self, op: Op[T], *, write: bool = False) -> T:
         return await run_async(self.engine, op, write=write)
