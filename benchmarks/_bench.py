@@ -42,8 +42,8 @@ from audit import BoundaryAudit, Execution
 
 import pdpp_store
 from pdpp_store import Grant, NotFound, Store, fold
-from pdpp_store._folding import FOLDING_NAME, UNICODE_VERSION
-from pdpp_store._values import CHUNK_CHARS
+from pdpp_store._core.folding import FOLDING_NAME, UNICODE_VERSION
+from pdpp_store._core.values import CHUNK_CHARS
 
 from . import _text
 from ._measure import Dataset

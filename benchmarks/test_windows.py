@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from pdpp_store._reads import PREVIEW_CHARS
-from pdpp_store._values import CHUNK_CHARS
+from pdpp_store._core.values import CHUNK_CHARS
+from pdpp_store._ops.reads import PREVIEW_CHARS
 
 from ._bench import WINDOW_CHARS, BenchDatabase, Captured, record_id
 from ._measure import DATASETS, SLOW_FROM_CHARS, Dataset, measure

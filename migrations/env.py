@@ -11,7 +11,7 @@ import os
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from pdpp_store._schema import metadata
+from pdpp_store._sql.tables import metadata
 
 
 def _migrate(connection: Connection) -> None:

@@ -3,8 +3,8 @@
 The public surface; everything else lives in private modules. See README.md and docs/.
 """
 
-from ._cursor import CursorCodec, CursorKey
-from ._errors import (
+from ._core.cursor import CursorCodec, CursorKey
+from ._core.errors import (
     BadRequest,
     Conflict,
     Forbidden,
@@ -13,14 +13,14 @@ from ._errors import (
     Unavailable,
     Unprocessable,
 )
-from ._fields import FieldInfo, FieldKind
-from ._folding import fold
-from ._grants import Grant, StreamGrant, TimeConstraint
-from ._identity import FieldWindowRef, RecordRef, UnscopedRecordRef, parse_record_ref
-from ._ingest import BlobInfo, UpsertResult
-from ._reads import BlobRange, FieldPreview, RecordView
+from ._core.fields import FieldInfo, FieldKind
+from ._core.folding import fold
+from ._core.grants import Grant, StreamGrant, TimeConstraint
+from ._core.identity import FieldWindowRef, RecordRef, UnscopedRecordRef, parse_record_ref
+from ._core.window import FieldWindow
+from ._ops.reads import BlobRange, FieldPreview, RecordView
+from ._ops.writes import BlobInfo, UpsertResult
 from ._store import AsyncStore, Store
-from ._window import FieldWindow
 
 __all__ = [
     "AsyncStore",

@@ -26,12 +26,12 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import make_url
 
-from ._errors import StoreError
-from ._grants import Grant
-from ._identity import RecordRef
-from ._ingest import UpsertResult
+from ._core.errors import StoreError
+from ._core.grants import Grant
+from ._core.identity import RecordRef
+from ._core.window import FieldWindow
+from ._ops.writes import UpsertResult
 from ._store import Store
-from ._window import FieldWindow
 
 __all__ = ["BIG_BODY_CHARS", "UNIQUE_PHRASE", "big_body", "run_demo"]
 

@@ -32,7 +32,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, Operationa
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.base import Executable
 
-from ._errors import BadRequest, Conflict, StoreError, Unavailable
+from ._core.errors import BadRequest, Conflict, StoreError, Unavailable
 
 __all__ = [
     "COMMIT",

@@ -15,21 +15,23 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from typing_extensions import Unpack
 
-from . import _ingest, _reads
-from ._cursor import CursorCodec, CursorKey, codec_for_stored_keys
-from ._errors import BadRequest
-from ._fields import FieldInfo
-from ._grants import Grant
-from ._identity import (
+from ._core.cursor import CursorCodec, CursorKey, codec_for_stored_keys
+from ._core.errors import BadRequest
+from ._core.fields import FieldInfo
+from ._core.grants import Grant
+from ._core.identity import (
     RECORD_URI_PREFIX,
     RecordRef,
     UnscopedRecordRef,
     parse_field_window_uri,
     parse_record_uri,
 )
-from ._ingest import BlobInfo, UpsertResult
-from ._manifest import Manifest
-from ._reads import BlobRange, ReadContext, RecordView
+from ._core.manifest import Manifest
+from ._core.window import FieldWindow
+from ._ops import reads as _reads
+from ._ops import writes as _ingest
+from ._ops.reads import BlobRange, ReadContext, RecordView
+from ._ops.writes import BlobInfo, UpsertResult
 from ._runtime import (
     COMMIT,
     HeldReader,
@@ -42,7 +44,6 @@ from ._runtime import (
     run_sync,
     sync_url,
 )
-from ._window import FieldWindow
 
 __all__ = ["AsyncStore", "Store"]
 

@@ -34,12 +34,12 @@ from typing import IO, Any
 import click
 from click.core import ParameterSource
 
+from ._core.errors import BadRequest, StoreError
+from ._core.grants import Grant
+from ._core.identity import UnscopedRecordRef, parse_record_ref
+from ._core.window import FieldWindow
 from ._demo import run_demo
-from ._errors import BadRequest, StoreError
-from ._grants import Grant
-from ._identity import UnscopedRecordRef, parse_record_ref
 from ._store import Store
-from ._window import FieldWindow
 
 __all__ = ["DEFAULT_URL", "URL_ENV", "cli", "main"]
 

@@ -131,7 +131,7 @@ class _DatabasePool:
         return name
 
     def give_back(self, name: str) -> None:
-        from pdpp_store._schema import metadata
+        from pdpp_store._sql.tables import metadata
 
         tables = ", ".join(f'"{table}"' for table in metadata.tables)
         try:

@@ -15,7 +15,7 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-LOOKAHEAD_CHARS = 63  # as pdpp_store._values.LOOKAHEAD_CHARS when this revision was written
+LOOKAHEAD_CHARS = 63  # as pdpp_store._core.values.LOOKAHEAD_CHARS when this revision was written
 
 
 def upgrade() -> None:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeGuard
 
-from ._errors import BadRequest, Forbidden
-from ._identity import is_unicode
+from .errors import BadRequest, Forbidden
+from .identity import is_unicode
 
 __all__ = ["Grant", "StreamGrant", "TimeConstraint", "normalize_instant"]
 

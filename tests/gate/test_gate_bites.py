@@ -45,9 +45,9 @@ from test_gate_canaries import (
 )
 
 from pdpp_store import Store, StoreError, StreamGrant
-from pdpp_store import _sql as sql
 from pdpp_store._runtime import PerDialect
-from pdpp_store._schema import blobs, field_chunks, fields
+from pdpp_store._sql import statements as sql
+from pdpp_store._sql.tables import blobs, field_chunks, fields
 
 LEAK = "unauthorized canary"
 

@@ -1,4 +1,4 @@
-"""Tests of `pdpp_store._identity`: safe names, record references, handles and URIs."""
+"""Tests of `pdpp_store._core.identity`: safe names, record references, handles and URIs."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pdpp_store._errors import BadRequest, Conflict, StoreError
-from pdpp_store._identity import (
+from pdpp_store._core.errors import BadRequest, Conflict, StoreError
+from pdpp_store._core.identity import (
     FieldWindowRef,
     RecordRef,
     UnscopedRecordRef,

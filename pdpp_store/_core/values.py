@@ -26,12 +26,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import BadRequest
-from ._fields import FieldKind
-from ._folding import fold
-from ._grants import normalize_instant
-from ._identity import validate_safe_name
-from ._manifest import StreamSpec
+from .errors import BadRequest
+from .fields import FieldKind
+from .folding import fold
+from .grants import normalize_instant
+from .identity import validate_safe_name
+from .manifest import StreamSpec
 
 __all__ = [
     "CHUNK_CHARS",

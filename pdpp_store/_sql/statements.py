@@ -47,11 +47,14 @@ from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import GenericFunction
 
-from ._fields import FieldKind
-from ._grants import StreamGrant
-from ._identity import RecordRef
-from ._runtime import Execute, PerDialect
-from ._schema import (
+from pdpp_store._core.fields import FieldKind
+from pdpp_store._core.grants import StreamGrant
+from pdpp_store._core.identity import RecordRef
+from pdpp_store._core.values import CHUNK_CHARS, LOOKAHEAD_CHARS
+from pdpp_store._core.window import MAX_LIMIT_CHARS
+from pdpp_store._runtime import Execute, PerDialect
+
+from .tables import (
     BLOB_CHUNK_BYTES,
     blob_chunks,
     blobs,
@@ -61,8 +64,6 @@ from ._schema import (
     records,
     streams,
 )
-from ._values import CHUNK_CHARS, LOOKAHEAD_CHARS
-from ._window import MAX_LIMIT_CHARS
 
 
 def _kind_in(text_like: bool) -> ColumnElement[bool]:

@@ -36,8 +36,8 @@ from _postgres import PostgresServer
 from audit import BoundaryAudit
 
 from pdpp_store import Grant, Store
-from pdpp_store._values import CHUNK_CHARS
-from pdpp_store._window import MAX_LIMIT_CHARS
+from pdpp_store._core.values import CHUNK_CHARS
+from pdpp_store._core.window import MAX_LIMIT_CHARS
 
 FIELD_CHARS = 4_000_000
 BLOB_BYTES = 4_000_000

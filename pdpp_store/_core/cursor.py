@@ -38,8 +38,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ._errors import BadRequest
-from ._window import MAX_LIMIT_CHARS
+from .errors import BadRequest
+from .window import MAX_LIMIT_CHARS
 
 __all__ = [
     "MAX_CURSOR_OFFSET",

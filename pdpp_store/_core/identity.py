@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import BadRequest, Conflict
+from .errors import BadRequest, Conflict
 
 __all__ = [
     "FIELD_WINDOW_URI_PREFIX",

@@ -25,12 +25,13 @@ from typing import Any, TypeVar
 
 from sqlalchemy import delete, func, insert, select, update
 
-from . import _sql as sql
-from ._errors import BadRequest, NotFound, StoreError
-from ._identity import is_unicode, validate_safe_name
-from ._manifest import FieldHint, Manifest, StreamSpec
-from ._runtime import COMMIT, Execute, Op
-from ._schema import (
+from pdpp_store._core.errors import BadRequest, NotFound, StoreError
+from pdpp_store._core.identity import is_unicode, validate_safe_name
+from pdpp_store._core.manifest import FieldHint, Manifest, StreamSpec
+from pdpp_store._core.values import EncodedField, EncodedRecord, encode_record
+from pdpp_store._runtime import COMMIT, Execute, Op
+from pdpp_store._sql import statements as sql
+from pdpp_store._sql.tables import (
     BLOB_CHUNK_BYTES,
     blob_chunks,
     blobs,
@@ -42,7 +43,6 @@ from ._schema import (
     records,
     streams,
 )
-from ._values import EncodedField, EncodedRecord, encode_record
 
 __all__ = [
     "BlobInfo",

@@ -31,7 +31,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pdpp_store import Store, StoreError, fold
-from pdpp_store._values import CHUNK_CHARS, looks_like_base64
+from pdpp_store._core.values import CHUNK_CHARS, looks_like_base64
 
 BODY = "body_text"
 OWNER = owner()

@@ -20,7 +20,7 @@ from audit import AuditBlind, BoundaryAudit
 from sqlalchemy import CursorResult, Row, insert, select
 
 from pdpp_store import AsyncStore, Grant, Store
-from pdpp_store._schema import cursor_keys, field_chunks
+from pdpp_store._sql.tables import cursor_keys, field_chunks
 
 CONNECTION = "cin_audit"
 STREAM = "notes"

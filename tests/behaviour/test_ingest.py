@@ -14,8 +14,8 @@ from _fronts import StoreFront
 from sqlalchemy import create_engine, text
 
 from pdpp_store import Grant, RecordRef, StoreError
+from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._runtime import sync_url
-from pdpp_store._values import CHUNK_CHARS
 
 
 def _count_rows(store: StoreFront) -> dict[str, int]:

@@ -13,9 +13,9 @@ from sqlalchemy import create_engine, inspect
 
 from pdpp_store import Store
 from pdpp_store._runtime import sync_url
-from pdpp_store._schema import metadata
+from pdpp_store._sql.tables import metadata
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _alembic(url: str, *args: str) -> None:
@@ -89,7 +89,7 @@ def test_the_lookahead_migration_matches_the_writer() -> None:
     """Rows backfilled by migration 0002 and rows the store writes carry the same look-ahead."""
     import importlib.util
 
-    from pdpp_store._values import LOOKAHEAD_CHARS
+    from pdpp_store._core.values import LOOKAHEAD_CHARS
 
     path = ROOT / "migrations" / "versions" / "0002_chunk_lookahead.py"
     spec = importlib.util.spec_from_file_location("migration_0002", path)

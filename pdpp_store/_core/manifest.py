@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import BadRequest
-from ._fields import FieldKind
-from ._identity import validate_safe_name
+from .errors import BadRequest
+from .fields import FieldKind
+from .identity import validate_safe_name
 
 __all__ = ["FieldHint", "Manifest", "StreamSpec"]
 

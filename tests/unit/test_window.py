@@ -1,4 +1,4 @@
-"""Tests of `pdpp_store._window`: selector rules, match arithmetic and the §3 envelope math."""
+"""Tests of `pdpp_store._core.window`: selector rules, match arithmetic and the §3 envelope math."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from _data import ENVELOPE_KEYS, WINDOW_KEYS
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pdpp_store._errors import BadRequest
-from pdpp_store._fields import FieldInfo, FieldKind
-from pdpp_store._window import (
+from pdpp_store._core.errors import BadRequest
+from pdpp_store._core.fields import FieldInfo, FieldKind
+from pdpp_store._core.window import (
     DEFAULT_CONTEXT_CHARS,
     DEFAULT_LIMIT_CHARS,
     MAX_CONTEXT_CHARS,

@@ -22,10 +22,10 @@ from audit import BoundaryAudit
 from sqlalchemy import create_engine, func, select
 
 from pdpp_store import Store
+from pdpp_store._core.values import CHUNK_CHARS
+from pdpp_store._core.window import MAX_LIMIT_CHARS
 from pdpp_store._runtime import sync_url
-from pdpp_store._schema import field_chunks
-from pdpp_store._values import CHUNK_CHARS
-from pdpp_store._window import MAX_LIMIT_CHARS
+from pdpp_store._sql.tables import field_chunks
 
 pytestmark = pytest.mark.huge
 

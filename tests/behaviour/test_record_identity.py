@@ -36,7 +36,7 @@ from pdpp_store import (
     StoreError,
     UnscopedRecordRef,
 )
-from pdpp_store._identity import record_handle
+from pdpp_store._core.identity import record_handle
 
 BODIES = "message_bodies"
 BODY = "body_text"

@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import BadRequest
-from ._fields import FieldInfo
-from ._identity import is_unicode
+from .errors import BadRequest
+from .fields import FieldInfo
+from .identity import is_unicode
 
 __all__ = [
     "DEFAULT_CONTEXT_CHARS",

@@ -1,4 +1,4 @@
-"""Tests of `pdpp_store._cursor`: signed, digest-bound cursors."""
+"""Tests of `pdpp_store._core.cursor`: signed, digest-bound cursors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pdpp_store._cursor import (
+from pdpp_store._core.cursor import (
     MAX_CURSOR_OFFSET,
     CursorCodec,
     CursorKey,
@@ -17,7 +17,7 @@ from pdpp_store._cursor import (
     _mac,
     cursor_binding,
 )
-from pdpp_store._errors import BadRequest
+from pdpp_store._core.errors import BadRequest
 
 KEY = CursorKey(1, b"k" * 32)
 OLD_KEY = CursorKey(0, b"o" * 16)

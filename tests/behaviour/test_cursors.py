@@ -28,7 +28,7 @@ from _data import (
 from _fronts import FRONTS, StoreFront, open_front
 
 from pdpp_store import CursorCodec, CursorKey, Grant, StoreError
-from pdpp_store._cursor import cursor_binding
+from pdpp_store._core.cursor import cursor_binding
 
 BODY = "body_text"
 OWNER = owner()

@@ -1,4 +1,4 @@
-"""Tests of `pdpp_store._folding`: the per-code-point, length-preserving case fold."""
+"""Tests of `pdpp_store._core.folding`: the per-code-point, length-preserving case fold."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pdpp_store._folding import FOLDING_NAME, UNICODE_VERSION, fold, fold_char
+from pdpp_store._core.folding import FOLDING_NAME, UNICODE_VERSION, fold, fold_char
 
 fold("É")  # builds the lazy table now, outside hypothesis's per-example deadline
 

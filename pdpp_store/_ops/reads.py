@@ -22,29 +22,26 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
-from . import _sql as sql
-from ._cursor import (
+from pdpp_store._core.cursor import (
     CursorCodec,
     CursorState,
     codec_for_stored_keys,
     cursor_binding,
     key_id_of,
 )
-from ._errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
-from ._fields import FieldInfo, FieldKind
-from ._folding import fold
-from ._grants import Grant, StreamGrant
-from ._identity import (
+from pdpp_store._core.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
+from pdpp_store._core.fields import FieldInfo, FieldKind
+from pdpp_store._core.folding import fold
+from pdpp_store._core.grants import Grant, StreamGrant
+from pdpp_store._core.identity import (
     FieldWindowRef,
     RecordRef,
     UnscopedRecordRef,
     parse_record_ref,
     validate_field_path,
 )
-from ._ingest import BlobInfo, load_cursor_keys
-from ._runtime import Op, Rows
-from ._values import CHUNK_CHARS
-from ._window import (
+from pdpp_store._core.values import CHUNK_CHARS
+from pdpp_store._core.window import (
     DEFAULT_LIMIT_CHARS,
     MAX_LIMIT_CHARS,
     CursorSelector,
@@ -57,6 +54,10 @@ from ._window import (
     parse_selector,
     window_bounds,
 )
+from pdpp_store._runtime import Op, Rows
+from pdpp_store._sql import statements as sql
+
+from .writes import BlobInfo, load_cursor_keys
 
 __all__ = [
     "PREVIEW_CHARS",
