@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from _data import setup_mailbox
+from _distribution import REFERENCE_TABLES, StatementRecorder
 from _fronts import FRONTS, StoreFront, open_front
 from _postgres import PostgresServer, Unavailable, find_server, unavailable
+from sqlalchemy import Engine, event
 
 if TYPE_CHECKING:
     from pdpp_store import Store
@@ -247,3 +250,28 @@ def each_database(request: pytest.FixtureRequest) -> Store:
     opened: Store = request.getfixturevalue(request.param)
     setup_mailbox(opened)
     return opened
+
+
+# --- Citus readiness: every statement this session sends to Postgres keeps the rules -------------
+
+_statements = StatementRecorder()
+event.listen(Engine, "before_cursor_execute", _statements)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fails the run if any statement sent to Postgres breaks a rule of `_distribution` (a
+    statement joining record tables off `connection_id`, or record and blob tables together)."""
+    if not _statements.statements:
+        return
+    from pdpp_store._sql.tables import metadata
+
+    record_tables = {
+        table.name for table in metadata.sorted_tables if "connection_id" in table.c
+    } - REFERENCE_TABLES
+    found = _statements.violations(record_tables)
+    if found:
+        lines = [f"{len(found)} statement(s) sent to Postgres break the distribution rules:"]
+        for statement, problems in found.items():
+            lines += [f"- {'; '.join(problems)}:", f"  {' '.join(statement.split())[:600]}"]
+        print("\n".join(lines), file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

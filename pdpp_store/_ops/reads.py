@@ -511,11 +511,15 @@ def _blob_not_found(blob_id: object) -> NotFound:
 
 
 def blob_info(grant: Grant, blob_id: str) -> Op[BlobInfo]:
-    """A blob's metadata, only through a visible record whose granted field references it."""
+    """A blob's metadata, only through a visible record whose granted field references it: first
+    the grant's reach (record tables), then the blob itself (blob tables), as two statements so
+    the two can live on differently distributed tables (docs/scaling.md)."""
     if not isinstance(blob_id, str) or not _BLOB_ID.fullmatch(blob_id):
         raise _blob_not_found(blob_id)
     grant.ensure_usable()
-    rows = yield sql.blob_visible(list(grant.streams), blob_id)
+    if not (yield sql.blob_referenced(list(grant.streams), blob_id)):
+        raise _blob_not_found(blob_id)
+    rows = yield sql.blob_metadata(blob_id)
     if not rows:
         raise _blob_not_found(blob_id)
     found, sha, mime_type, size = rows[0]

@@ -524,9 +524,13 @@ def _record_preview(shape: GrantShape, projected: bool) -> Select[Any]:
 # ---------------------------------------------------------------- blobs
 
 
-def blob_visible(grants: list[StreamGrant], blob_id: str) -> Execute:
-    """Blob metadata, only if some record visible under one of `grants` references the blob from
-    a binary-only field that grant covers (a blob reference, or base64 / NUL content)."""
+def blob_referenced(grants: list[StreamGrant], blob_id: str) -> Execute:
+    """One row if some record visible under one of `grants` references the blob from a
+    binary-only field that grant covers (a blob reference, or base64 / NUL content).
+
+    Only record tables are read here: blobs are shared across connections and would be
+    distributed by `blob_id`, not `connection_id` (docs/scaling.md), so their rows are read in a
+    second statement, after this one has shown the grant reaches the blob."""
     params: dict[str, Any] = {"b_id": blob_id}
     shapes = []
     for number, grant in enumerate(grants):
@@ -534,11 +538,11 @@ def blob_visible(grants: list[StreamGrant], blob_id: str) -> Execute:
         if grant.fields is not None:
             params[f"g{number}_fields"] = sorted(grant.fields)
         shapes.append((GrantShape.of(grant), grant.fields is not None))
-    return Execute(_blob_visible(tuple(shapes)), params)
+    return Execute(_blob_referenced(tuple(shapes)), params)
 
 
 @cache
-def _blob_visible(shapes: tuple[tuple[GrantShape, bool], ...]) -> Select[Any]:
+def _blob_referenced(shapes: tuple[tuple[GrantShape, bool], ...]) -> Select[Any]:
     referenced = [
         exists().where(
             fields.c.blob_id == bindparam("b_id"),
@@ -551,8 +555,18 @@ def _blob_visible(shapes: tuple[tuple[GrantShape, bool], ...]) -> Select[Any]:
         )
         for number, (shape, projected) in enumerate(shapes)
     ]
+    return select(literal(1)).where(or_(*referenced) if referenced else false())
+
+
+def blob_metadata(blob_id: str) -> Execute:
+    """A blob's metadata by id: blob tables only (see `blob_referenced`)."""
+    return Execute(_blob_metadata(), {"b_id": blob_id})
+
+
+@cache
+def _blob_metadata() -> Select[Any]:
     return select(blobs.c.blob_id, blobs.c.sha256, blobs.c.mime_type, blobs.c.size_bytes).where(
-        blobs.c.blob_id == bindparam("b_id"), or_(*referenced) if referenced else false()
+        blobs.c.blob_id == bindparam("b_id")
     )
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Select, bindparam, func, select, true
+from sqlalchemy import Select, func, literal, select, true
 from test_gate_bounded import (
     FIELD,
     GRANT,
@@ -47,7 +47,7 @@ from test_gate_canaries import (
 from pdpp_store import Store, StoreError, StreamGrant
 from pdpp_store._runtime import PerDialect
 from pdpp_store._sql import statements as sql
-from pdpp_store._sql.tables import blobs, field_chunks, fields
+from pdpp_store._sql.tables import field_chunks, fields
 
 LEAK = "unauthorized canary"
 
@@ -213,9 +213,7 @@ def test_blob_check_removed_lets_hidden_blobs_through(
     canaries: Store, caplog: pytest.LogCaptureFixture, breakable: pytest.MonkeyPatch
 ) -> None:
     def any_blob(shapes: tuple[tuple[sql.GrantShape, bool], ...]) -> Select[Any]:
-        return select(blobs.c.blob_id, blobs.c.sha256, blobs.c.mime_type, blobs.c.size_bytes).where(
-            blobs.c.blob_id == bindparam("b_id")
-        )
+        return select(literal(1))
 
     names = [
         "deleted-blob",
@@ -226,7 +224,7 @@ def test_blob_check_removed_lets_hidden_blobs_through(
         "blob-outside-time",
         "nul-blob-ungranted-field",
     ]
-    _bites(canaries, names, caplog, lambda: breakable.setattr(sql, "_blob_visible", any_blob))
+    _bites(canaries, names, caplog, lambda: breakable.setattr(sql, "_blob_referenced", any_blob))
 
 
 # ---------------------------------------------------------------- (e) logs and errors

@@ -1,0 +1,131 @@
+"""Ready to scale out: the migrated schema and the library's SQL keep Citus's rules.
+
+The rules are in `tests/_distribution.py`. Three layers of proof:
+- the migrated Postgres schema: every table classified, every key holds its distribution column;
+- every statement the operations send, under narrow and wide grants (here, in one test);
+- every statement the whole test session sends to Postgres (`tests/conftest.py` checks them when
+  the session ends and fails the run on a violation).
+The checker itself is shown to bite on statements that break each rule.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _data import attachment, body, grant, owner, ref_id, setup_mailbox
+from _distribution import (
+    BLOB_TABLES,
+    REFERENCE_TABLES,
+    StatementRecorder,
+    record_tables_of,
+    schema_violations,
+    statement_violations,
+)
+from sqlalchemy import create_engine, event
+from sqlalchemy.pool import NullPool
+
+from pdpp_store import Store
+from pdpp_store._runtime import sync_url
+
+pytestmark = pytest.mark.postgres
+
+RECORDS = frozenset({"records", "fields", "field_chunks"})
+
+
+def test_migrated_schema_keeps_the_rules(pg_db_url: str) -> None:
+    engine = create_engine(sync_url(pg_db_url), poolclass=NullPool)
+    try:
+        assert schema_violations(engine) == []
+        tables = record_tables_of(engine)
+        assert {"records", "fields", "field_chunks"} <= tables
+        assert not tables & (REFERENCE_TABLES | BLOB_TABLES)
+    finally:
+        engine.dispose()
+
+
+def test_every_operation_keeps_the_rules(pg_db_url: str) -> None:
+    recorder = StatementRecorder()
+    with Store.open(pg_db_url) as store:
+        event.listen(store.engine, "before_cursor_execute", recorder)
+        setup_mailbox(store)
+        blob = store.put_blob(b"%PDF-1.7 " * 100, "application/pdf")
+        store.upsert_records("cin_mail", "message_bodies", [body("e1", "an invoice " * 500)])
+        store.upsert_records("cin_mail", "attachments", [attachment("a1", blob.as_ref())])
+        narrow = grant(
+            {
+                "name": "message_bodies",
+                "instance_ids": ["cin_mail"],
+                "fields": ["id", "body_text"],
+                "resources": ["e1"],
+                "time_constraint": {"field": "message_received_at", "since": "2020-01-01T00:00Z"},
+            },
+            {"name": "attachments", "instance_ids": ["cin_mail"]},
+        )
+        for g in (owner(), narrow):
+            ref = ref_id("e1")
+            first = store.read_field_window(g, ref, "body_text", limit_chars=100)
+            store.read_field_window(g, ref, "body_text", cursor=first.next_cursor)
+            store.read_field_window(g, ref, "body_text", q="INVOICE", before_chars=10)
+            store.read_record(g, ref)
+            store.describe_field(g, ref, "body_text")
+        store.blob_info(narrow, blob.blob_id)
+        store.read_blob_range(narrow, blob.blob_id, 0, 10)
+        store.read_record(narrow, ref_id("a1", stream="attachments"))
+        store.delete_record("cin_mail", "message_bodies", "e1")
+    assert len(recorder.statements) > 10
+    assert recorder.violations(RECORDS) == {}
+
+
+@pytest.mark.parametrize(
+    ("sql", "problem"),
+    [
+        (
+            "SELECT * FROM records JOIN fields ON fields.record_id = records.record_id",
+            "not all tied by equality on connection_id",
+        ),
+        (
+            "SELECT * FROM fields WHERE fields.connection_id = %(a)s AND EXISTS "
+            "(SELECT * FROM field_chunks WHERE field_chunks.connection_id = %(b)s)",
+            "not all tied by equality on connection_id",
+        ),
+        (
+            "SELECT * FROM records, fields WHERE records.connection_id IN (%(a)s, %(b)s) "
+            "AND fields.connection_id IN (%(a)s, %(b)s)",
+            "not all tied by equality on connection_id",
+        ),
+        (
+            "SELECT * FROM blobs WHERE EXISTS (SELECT * FROM fields "
+            "WHERE fields.blob_id = blobs.blob_id)",
+            "touches record tables and blob tables",
+        ),
+        (
+            "DELETE FROM field_chunks WHERE EXISTS (SELECT * FROM fields "
+            "WHERE fields.record_id = field_chunks.record_id)",
+            "not all tied by equality on connection_id",
+        ),
+        (
+            "SELECT * FROM blobs JOIN blob_chunks ON blob_chunks.chunk_no = 0",
+            "not all tied by equality on blob_id",
+        ),
+    ],
+)
+def test_the_checker_bites(sql: str, problem: str) -> None:
+    assert any(problem in found for found in statement_violations(sql, RECORDS))
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM records JOIN fields ON fields.connection_id = records.connection_id",
+        "SELECT * FROM fields WHERE fields.connection_id = %(c)s AND EXISTS "
+        '(SELECT * FROM records WHERE records.connection_id = %(c)s::VARCHAR COLLATE "C")',
+        "SELECT * FROM fields AS f WHERE f.connection_id = %(c)s AND EXISTS (SELECT * FROM "
+        "fields AS g WHERE g.connection_id = f.connection_id)",
+        "SELECT * FROM blobs JOIN blob_chunks ON blob_chunks.blob_id = blobs.blob_id",
+        "INSERT INTO streams (connector_id) VALUES (%(c)s)",
+        "UPDATE field_chunks SET lookahead = (SELECT nxt.text FROM field_chunks AS nxt WHERE "
+        "nxt.connection_id = field_chunks.connection_id) WHERE EXISTS (SELECT 1 FROM fields "
+        "WHERE fields.connection_id = field_chunks.connection_id)",
+    ],
+)
+def test_the_checker_passes_what_citus_routes(sql: str) -> None:
+    assert statement_violations(sql, RECORDS) == []
