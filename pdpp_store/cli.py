@@ -7,7 +7,7 @@
     pdpp-store [--db URL] read record RECORD                  Store.read_record
     pdpp-store [--db URL] blob info BLOB_ID --grant FILE      Store.blob_info
     pdpp-store [--db URL] blob put FILE --mime-type TYPE      Store.put_blob
-    pdpp-store demo [--db URL | --dir DIR]                    _demo.run_demo
+    pdpp-store demo [--db URL | --dir DIR]                    demo.run_demo
 
 Rules:
 1. Each command makes exactly one call on the library. What the CLI adds is I/O only: reading
@@ -34,12 +34,16 @@ from typing import IO, Any
 import click
 from click.core import ParameterSource
 
-from ._core.errors import BadRequest, StoreError
-from ._core.grants import Grant
-from ._core.identity import UnscopedRecordRef, parse_record_ref
-from ._core.window import FieldWindow
-from ._demo import run_demo
-from ._store import Store
+from . import (
+    BadRequest,
+    FieldWindow,
+    Grant,
+    Store,
+    StoreError,
+    UnscopedRecordRef,
+    parse_record_ref,
+)
+from .demo import run_demo
 
 __all__ = ["DEFAULT_URL", "URL_ENV", "cli", "main"]
 
