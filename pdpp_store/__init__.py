@@ -19,6 +19,7 @@ from ._core.fields import FieldKind
 from ._core.folding import fold
 from ._core.grants import Grant, StreamGrant, TimeConstraint
 from ._core.identity import FieldWindowRef, RecordRef, UnscopedRecordRef, parse_record_ref
+from ._core.selector import SELECTOR_ARGS, SelectorArg, SelectorArgs
 from ._store import AsyncStore, Store
 from .evidence import (
     BlobInfo,
@@ -32,6 +33,7 @@ from .evidence import (
 )
 
 __all__ = [
+    "SELECTOR_ARGS",
     "AsyncStore",
     "BadRequest",
     "BlobInfo",
@@ -50,6 +52,8 @@ __all__ = [
     "NotFound",
     "RecordRef",
     "RecordView",
+    "SelectorArg",
+    "SelectorArgs",
     "Store",
     "StoreError",
     "StreamGrant",

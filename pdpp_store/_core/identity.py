@@ -204,6 +204,11 @@ class FieldWindowRef:
         values = ((key, getattr(self, key)) for key in URI_SELECTOR_ARGS)
         return {key: value for key, value in values if value is not None}
 
+    @classmethod
+    def parse(cls, uri: object, *, param: str = "uri") -> FieldWindowRef:
+        """The window a `pdpp://field-window/{handle}` URI names (`parse_field_window_uri`)."""
+        return parse_field_window_uri(uri, param=param)
+
     @property
     def handle(self) -> str:
         ref = self.record

@@ -7,6 +7,7 @@ import pdpp_store
 import pdpp_store.evidence
 
 PUBLIC = [
+    "SELECTOR_ARGS",
     "AsyncStore",
     "BadRequest",
     "BlobInfo",
@@ -25,6 +26,8 @@ PUBLIC = [
     "NotFound",
     "RecordRef",
     "RecordView",
+    "SelectorArg",
+    "SelectorArgs",
     "Store",
     "StoreError",
     "StreamGrant",
@@ -55,7 +58,8 @@ EVIDENCE = [
 def test_pdpp_store_exports_exactly_the_public_names() -> None:
     assert pdpp_store.__all__ == PUBLIC
     for name in PUBLIC:
-        assert getattr(pdpp_store, name).__module__.startswith("pdpp_store")
+        value = getattr(pdpp_store, name)
+        assert isinstance(value, dict) or value.__module__.startswith("pdpp_store")
 
 
 def test_evidence_exports_exactly_its_cards() -> None:
@@ -72,6 +76,6 @@ def test_cards_are_the_same_objects_from_both_places() -> None:
 def test_public_objects_say_they_are_public() -> None:
     """Every exported class and function lives in a module a user may import: the package, the
     evidence package, or a private module re-exported here (never a surface)."""
-    for name in PUBLIC:
+    for name in set(PUBLIC) - {"SELECTOR_ARGS"}:
         module = getattr(pdpp_store, name).__module__
         assert not module.startswith(("pdpp_store.cli", "pdpp_store.rest", "pdpp_store.mcp"))
