@@ -40,6 +40,8 @@ from .errors import BadRequest, Conflict
 from .selector import URI_SELECTOR_ARGS
 
 __all__ = [
+    "BLOB_ID_PATTERN",
+    "BLOB_ID_PREFIX",
     "BLOB_URI_PREFIX",
     "FIELD_WINDOW_URI_PREFIX",
     "RECORD_URI_PREFIX",
@@ -63,12 +65,15 @@ FIELD_WINDOW_URI_PREFIX = "pdpp://field-window/"
 BLOB_URI_PREFIX = "pdpp://blob/"
 
 _HANDLE_ALPHABET = re.compile(r"[A-Za-z0-9_-]*")
-_BLOB_ID = re.compile(r"blob_sha256_[0-9a-f]{64}")
+BLOB_ID_PREFIX = "blob_sha256_"
+BLOB_ID_PATTERN = BLOB_ID_PREFIX + "[0-9a-f]{64}"
+"""A blob id as a regular expression (for a whole-string match; JSON Schemas anchor it)."""
+_BLOB_ID = re.compile(BLOB_ID_PATTERN)
 
 
 def blob_id_for(sha256_hex: str) -> str:
     """The id of the blob whose bytes have this SHA-256 (64 lowercase hex digits)."""
-    return f"blob_sha256_{sha256_hex}"
+    return BLOB_ID_PREFIX + sha256_hex
 
 
 def is_blob_id(value: object) -> bool:

@@ -65,6 +65,9 @@ class Capabilities:
     file_based: bool
     """The database is a file named by the URL (SQLite): an in-memory one would be a different,
     empty database on each connection, so it is refused."""
+    alters_by_copy: bool
+    """`ALTER TABLE` cannot drop or change a column, so migrations rebuild the table (Alembic's
+    batch mode: SQLite)."""
 
 
 SQLITE = Capabilities(
@@ -76,6 +79,7 @@ SQLITE = Capabilities(
     begins_itself=True,
     byte_order_collation=None,
     file_based=True,
+    alters_by_copy=True,
 )
 
 POSTGRESQL = Capabilities(
@@ -87,6 +91,7 @@ POSTGRESQL = Capabilities(
     begins_itself=False,
     byte_order_collation="C",
     file_based=False,
+    alters_by_copy=False,
 )
 
 _BY_NAME = {caps.name: caps for caps in (SQLITE, POSTGRESQL)}

@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pdpp_store._core.identity import blob_id_for, blob_uri, is_blob_id
+from pdpp_store._core.identity import BLOB_ID_PATTERN, blob_id_for, blob_uri, is_blob_id
 
 from ._schema import card, embedded
 
 __all__ = ["BlobInfo", "BlobRange"]
 
-_BLOB_ID = {"type": "string", "pattern": "^blob_sha256_[0-9a-f]{64}$"}
+_BLOB_ID = {"type": "string", "pattern": f"^{BLOB_ID_PATTERN}$"}
 _BYTES = {"type": "integer", "minimum": 0}
 
 
