@@ -21,6 +21,15 @@ from ._core.window import FieldWindow
 from ._ops.reads import BlobRange, FieldPreview, RecordView
 from ._ops.writes import BlobInfo, UpsertResult
 from ._store import AsyncStore, Store
+from .evidence import (
+    Continuation,
+    FieldSchema,
+    GrantSchema,
+    MatchExcerpt,
+    SearchHit,
+    SearchPage,
+    StreamSchema,
+)
 
 __all__ = [
     "AsyncStore",
@@ -28,21 +37,28 @@ __all__ = [
     "BlobInfo",
     "BlobRange",
     "Conflict",
+    "Continuation",
     "CursorCodec",
     "CursorKey",
     "FieldInfo",
     "FieldKind",
     "FieldPreview",
+    "FieldSchema",
     "FieldWindow",
     "FieldWindowRef",
     "Forbidden",
     "Grant",
+    "GrantSchema",
+    "MatchExcerpt",
     "NotFound",
     "RecordRef",
     "RecordView",
+    "SearchHit",
+    "SearchPage",
     "Store",
     "StoreError",
     "StreamGrant",
+    "StreamSchema",
     "TimeConstraint",
     "Unavailable",
     "Unprocessable",

@@ -29,6 +29,7 @@ from ._core.identity import (
 from ._core.manifest import Manifest
 from ._core.window import FieldWindow
 from ._ops import reads as _reads
+from ._ops import search as _search
 from ._ops import writes as _ingest
 from ._ops.reads import BlobRange, ReadContext, RecordView
 from ._ops.writes import BlobInfo, UpsertResult
@@ -44,6 +45,8 @@ from ._runtime import (
     run_sync,
     sync_url,
 )
+from .evidence.grant_schema import GrantSchema
+from .evidence.search import SearchPage
 
 __all__ = ["AsyncStore", "Store"]
 
@@ -146,6 +149,26 @@ class _StoreCore:
         self, grant: Grant, record: RecordInput, connection_id: str | None
     ) -> Op[RecordView]:
         return _reads.read_record(self._ctx, grant, record, connection_id=connection_id)
+
+    def _op_search(
+        self,
+        grant: Grant,
+        q: str,
+        *,
+        streams: Sequence[str] | None,
+        connection_id: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Op[SearchPage]:
+        return _search.search(
+            self._ctx,
+            grant,
+            q,
+            streams=streams,
+            connection_id=connection_id,
+            limit=limit,
+            cursor=cursor,
+        )
 
     def _op_rotate_cursor_key(self) -> Op[None]:
         if not self._ctx.stored_keys:
@@ -254,6 +277,25 @@ class Store(_StoreCore):
     ) -> RecordView:
         return self._run(self._op_read_record(grant, record, connection_id))
 
+    def search(
+        self,
+        grant: Grant,
+        q: str,
+        *,
+        streams: Sequence[str] | None = None,
+        connection_id: str | None = None,
+        limit: int = 10,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        return self._run(
+            self._op_search(
+                grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
+            )
+        )
+
+    def describe_grant(self, grant: Grant) -> GrantSchema:
+        return self._run(_search.describe_grant(self._ctx, grant))
+
     def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
@@ -347,6 +389,25 @@ class AsyncStore(_StoreCore):
         self, grant: Grant, record: RecordInput, *, connection_id: str | None = None
     ) -> RecordView:
         return await self._run(self._op_read_record(grant, record, connection_id))
+
+    async def search(
+        self,
+        grant: Grant,
+        q: str,
+        *,
+        streams: Sequence[str] | None = None,
+        connection_id: str | None = None,
+        limit: int = 10,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        return await self._run(
+            self._op_search(
+                grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
+            )
+        )
+
+    async def describe_grant(self, grant: Grant) -> GrantSchema:
+        return await self._run(_search.describe_grant(self._ctx, grant))
 
     async def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None

@@ -8,5 +8,15 @@ that reads more, with its arguments and the resource URI of the same read; surfa
 """
 
 from .continuation import Continuation
+from .grant_schema import FieldSchema, GrantSchema, StreamSchema
+from .search import MatchExcerpt, SearchHit, SearchPage
 
-__all__ = ["Continuation"]
+__all__ = [
+    "Continuation",
+    "FieldSchema",
+    "GrantSchema",
+    "MatchExcerpt",
+    "SearchHit",
+    "SearchPage",
+    "StreamSchema",
+]
