@@ -17,6 +17,7 @@ from ._core.fields import FieldInfo, FieldKind
 from ._core.folding import fold
 from ._core.grants import Grant, StreamGrant, TimeConstraint
 from ._core.identity import FieldWindowRef, RecordRef, UnscopedRecordRef, parse_record_ref
+from ._core.tokens import load_tokens, tokens_from_dict
 from ._core.window import FieldWindow
 from ._ops.reads import BlobRange, FieldPreview, RecordView
 from ._ops.writes import BlobInfo, UpsertResult
@@ -65,5 +66,7 @@ __all__ = [
     "UnscopedRecordRef",
     "UpsertResult",
     "fold",
+    "load_tokens",
     "parse_record_ref",
+    "tokens_from_dict",
 ]

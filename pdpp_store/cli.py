@@ -7,6 +7,7 @@
     pdpp-store [--db URL] read record RECORD                  Store.read_record
     pdpp-store [--db URL] blob info BLOB_ID --grant FILE      Store.blob_info
     pdpp-store [--db URL] blob put FILE --mime-type TYPE      Store.put_blob
+    pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.rest.serve
     pdpp-store demo [--db URL | --dir DIR]                    _demo.run_demo
 
 Rules:
@@ -22,6 +23,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -344,6 +346,30 @@ def blob_info(ctx: click.Context, blob_id: str, grant_file: IO[bytes]) -> None:
 def blob_put(ctx: click.Context, file: IO[bytes], mime_type: str) -> None:
     """Store FILE (or - for stdin) as a blob; prints the blob_ref a record field can hold."""
     _echo_json(_open_store(ctx).put_blob(file.read(), mime_type).as_ref())
+
+
+@cli.command()
+@click.option(
+    "--tokens",
+    "tokens_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.json",
+    help="A JSON object mapping each bearer token to the PDPP grant it carries.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
+@click.pass_context
+def serve(ctx: click.Context, tokens_path: Path, host: str, port: int) -> None:
+    """Serve the store over HTTP: the REST routes under /v1 and MCP at /mcp (needs the
+    `server` extra: pip install 'pdpp-store[server]'). Stops on Ctrl-C."""
+    try:
+        from .rest import serve as serve_rest
+    except ImportError as error:
+        raise click.UsageError(
+            f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
+        ) from None
+    asyncio.run(serve_rest(ctx.find_root().params["db"], tokens_path, host=host, port=port))
 
 
 @cli.command()
