@@ -90,7 +90,7 @@ async def _only_declared_params(request: Request) -> None:
     declared = _query_names(route.dependant)
     repeatable = _list_params(route.dependant)
     seen: set[str] = set()
-    for name in request.query_params.keys():  # noqa: SIM118 (keys() of a multi-dict repeats)
+    for name, _ in request.query_params.multi_items():
         shown = name[:_MAX_NAME_IN_MESSAGE]
         if name not in declared:
             raise BadRequest(
