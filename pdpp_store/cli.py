@@ -24,6 +24,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import stat
@@ -369,7 +370,9 @@ def serve(ctx: click.Context, tokens_path: Path, host: str, port: int) -> None:
         raise click.UsageError(
             f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
         ) from None
-    asyncio.run(serve_rest(ctx.find_root().params["db"], tokens_path, host=host, port=port))
+    # uvicorn stops gracefully on Ctrl-C, then hands the signal back: that is a normal end.
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_rest(ctx.find_root().params["db"], tokens_path, host=host, port=port))
 
 
 @cli.command()

@@ -14,7 +14,6 @@ Rules:
    "validation error" is removed, since validation errors answer 400 here.
 """
 
-
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
@@ -93,9 +92,7 @@ async def _only_declared_params(request: Request) -> None:
     for name, _ in request.query_params.multi_items():
         shown = name[:_MAX_NAME_IN_MESSAGE]
         if name not in declared:
-            raise BadRequest(
-                "invalid_request", f"unknown query parameter {shown!r}", param=shown
-            )
+            raise BadRequest("invalid_request", f"unknown query parameter {shown!r}", param=shown)
         if name in seen and name not in repeatable:
             raise BadRequest(
                 "invalid_request", f"query parameter {shown!r} is given more than once", param=shown
@@ -154,25 +151,31 @@ def create_app(
     tokens: Mapping[str, Grant],
     *,
     mcp_app: Any | None = None,
+    owns_store: bool = False,
 ) -> FastAPI:
     """The REST resource server over `store`, with `tokens` (token -> grant) as its only keys.
 
     `mcp_app` (an ASGI app, e.g. the MCP server's Streamable HTTP app) is mounted at `/mcp`;
-    its lifespan runs with the application's."""
+    its lifespan runs with the application's. With `owns_store`, the store is closed when the
+    application shuts down (still on the serving loop, before the server returns)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        router_lifespan = getattr(getattr(mcp_app, "router", None), "lifespan_context", None)
-        if router_lifespan is None:
-            yield
-            return
-        async with router_lifespan(mcp_app):
-            yield
+        try:
+            router_lifespan = getattr(getattr(mcp_app, "router", None), "lifespan_context", None)
+            if router_lifespan is None:
+                yield
+            else:
+                async with router_lifespan(mcp_app):
+                    yield
+        finally:
+            if owns_store:
+                await store.close()
 
     app = FastAPI(
         title="pdpp-store",
         version="1",
-        description="Grant-enforced, bounded reads of personal-data records (PDPP resource server).",
+        description="Grant-enforced, bounded reads of personal-data records (PDPP).",
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,

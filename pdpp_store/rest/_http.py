@@ -62,7 +62,7 @@ def range_applies(if_range: str | None, current: str) -> bool:
     if if_range is None:
         return True
     found = _TAG.fullmatch(if_range)
-    return bool(found) and found.group(1) is None and found.group(2) == current
+    return found is not None and found.group(1) is None and found.group(2) == current
 
 
 def parse_range(header: str | None, size: int) -> ByteRange | None:

@@ -15,7 +15,6 @@ Rules:
    every refusal is a proper status and envelope.
 """
 
-
 import re
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
@@ -87,7 +86,7 @@ def _window_links(request: Request, window: FieldWindow, limit: int | None) -> d
 
 def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[..., Any]) -> None:
     """Add the `/v1` routes over `store` to `router`."""
-    GrantDep = Annotated[Grant, Depends(current_grant)]  # noqa: N806 (a type alias)
+    GrantDep = Annotated[Grant, Depends(current_grant)]
 
     @router.get(
         "/streams/{stream}/records/{record_id}/field-window",
@@ -102,6 +101,7 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
     )
     async def field_window(
         request: Request,
+        *,
         grant: GrantDep,
         stream: Stream,
         record_id: RecordId,

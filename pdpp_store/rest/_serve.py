@@ -4,11 +4,12 @@ Rules:
 1. The tokens file is read and checked before the database is opened: a bad file is one clear
    `invalid_tokens` error and nothing is started.
 2. The `AsyncStore` is opened on the loop that serves (its connections belong to that loop) and
-   closed when the server stops.
+   closed by the application's shutdown, before uvicorn hands a captured Ctrl-C back.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -25,7 +26,7 @@ __all__ = ["serve"]
 def _mcp_app(store: AsyncStore, tokens: Mapping[str, Grant]) -> Any | None:
     """The MCP server's Streamable HTTP app, when the MCP surface is installed."""
     try:
-        from pdpp_store import mcp
+        mcp = importlib.import_module("pdpp_store.mcp")
     except ImportError:
         return None
     factory = getattr(mcp, "http_app", None)
@@ -44,15 +45,16 @@ async def serve(
     tokens = load_tokens(tokens_path)
     store = await AsyncStore.open(url)
     try:
-        app = create_app(store, tokens, mcp_app=_mcp_app(store, tokens))
-        config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            log_level=log_level,
-            proxy_headers=False,
-            server_header=False,
-        )
-        await uvicorn.Server(config).serve()
-    finally:
+        app = create_app(store, tokens, mcp_app=_mcp_app(store, tokens), owns_store=True)
+    except BaseException:
         await store.close()
+        raise
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        proxy_headers=False,
+        server_header=False,
+    )
+    await uvicorn.Server(config).serve()

@@ -96,7 +96,13 @@ async def test_match_windows_and_connection_id_are_passed_through(site: Site) ->
     response = await site.get(
         OWNER,
         window_path(),
-        {"field": BODY, "q": needle, "before_chars": 10, "after_chars": 5, "connection_id": MAILBOX},
+        {
+            "field": BODY,
+            "q": needle,
+            "before_chars": 10,
+            "after_chars": 5,
+            "connection_id": MAILBOX,
+        },
     )
     assert response.status_code == 200, response.text
     window = response.json()["window"]
@@ -175,27 +181,91 @@ async def test_a_record_is_the_library_projection(site: Site) -> None:
 W = window_path()
 ERRORS: list[tuple[str, str | None, str, dict[str, Any], int, str, str | None]] = [
     # (name, token, path, params, status, code, param)
-    ("invalid_window", OWNER, W, {"field": BODY, "limit_chars": 0}, 400, "invalid_window", "limit_chars"),
-    ("window_type", OWNER, W, {"field": BODY, "offset_chars": "x"}, 400, "invalid_window", "offset_chars"),
+    (
+        "invalid_window",
+        OWNER,
+        W,
+        {"field": BODY, "limit_chars": 0},
+        400,
+        "invalid_window",
+        "limit_chars",
+    ),
+    (
+        "window_type",
+        OWNER,
+        W,
+        {"field": BODY, "offset_chars": "x"},
+        400,
+        "invalid_window",
+        "offset_chars",
+    ),
     ("invalid_field_path", OWNER, W, {"field": "a\x00b"}, 400, "invalid_field_path", "field"),
     ("missing_field", OWNER, W, {}, 400, "invalid_request", "field"),
-    ("invalid_cursor", OWNER, W, {"field": BODY, "cursor": "garbage"}, 400, "invalid_cursor", "cursor"),
+    (
+        "invalid_cursor",
+        OWNER,
+        W,
+        {"field": BODY, "cursor": "garbage"},
+        400,
+        "invalid_cursor",
+        "cursor",
+    ),
     ("unknown_param", OWNER, W, {"field": BODY, "fieldz": "x"}, 400, "invalid_request", "fieldz"),
-    ("grant_stream_not_allowed", MAIL_ONLY, window_path("a1", "attachments"), {"field": "filename"}, 403, "grant_stream_not_allowed", "stream"),
+    (
+        "grant_stream_not_allowed",
+        MAIL_ONLY,
+        window_path("a1", "attachments"),
+        {"field": "filename"},
+        403,
+        "grant_stream_not_allowed",
+        "stream",
+    ),
     ("field_not_granted", NARROW, W, {"field": "body_html"}, 403, "field_not_granted", "field"),
     ("grant_expired", EXPIRED, W, {"field": BODY}, 403, "grant_expired", None),
     ("grant_revoked", REVOKED, W, {"field": BODY}, 403, "grant_revoked", None),
     ("not_found", OWNER, window_path("b9"), {"field": BODY}, 404, "not_found", "record"),
     ("field_not_found", OWNER, W, {"field": "nope"}, 404, "field_not_found", "field"),
     ("query_not_found", OWNER, W, {"field": BODY, "q": "zzzzqqqq"}, 404, "query_not_found", "q"),
-    ("stream_not_declared", OWNER, window_path("b1", "nope"), {"field": BODY}, 404, "stream_not_declared", "stream"),
-    ("connection_not_found", OWNER, W, {"field": BODY, "connection_id": "cin_nope"}, 404, "connection_not_found", "connection_id"),
-    ("blob_not_found", OWNER, "/v1/blobs/blob_sha256_" + "0" * 64, {}, 404, "blob_not_found", "blob_id"),
-    ("field_not_text", OWNER, window_path("a1", "attachments"), {"field": "blob_ref"}, 422, "field_not_text", "field"),
+    (
+        "stream_not_declared",
+        OWNER,
+        window_path("b1", "nope"),
+        {"field": BODY},
+        404,
+        "stream_not_declared",
+        "stream",
+    ),
+    (
+        "connection_not_found",
+        OWNER,
+        W,
+        {"field": BODY, "connection_id": "cin_nope"},
+        404,
+        "connection_not_found",
+        "connection_id",
+    ),
+    (
+        "blob_not_found",
+        OWNER,
+        "/v1/blobs/blob_sha256_" + "0" * 64,
+        {},
+        404,
+        "blob_not_found",
+        "blob_id",
+    ),
+    (
+        "field_not_text",
+        OWNER,
+        window_path("a1", "attachments"),
+        {"field": "blob_ref"},
+        422,
+        "field_not_text",
+        "field",
+    ),
     ("missing_token", None, W, {"field": BODY}, 401, "missing_token", None),
     ("invalid_token", "tok_unknown_000000000000", W, {"field": BODY}, 401, "invalid_token", None),
     ("route_not_found", OWNER, "/v1/nothing", {}, 404, "route_not_found", None),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -204,6 +274,7 @@ ERRORS: list[tuple[str, str | None, str, dict[str, Any], int, str, str | None]] 
 )
 async def test_each_error_has_its_status_and_envelope(
     site: Site,
+    *,
     token: str | None,
     path: str,
     params: dict[str, Any],
@@ -384,7 +455,9 @@ async def test_ranges_not_served_give_the_whole_blob(site: Site, header: str) ->
     assert response.content == DATA
 
 
-@pytest.mark.parametrize("header", [f"bytes={len(DATA)}-", "bytes=999999999-1000000000", "bytes=-0"])
+@pytest.mark.parametrize(
+    "header", [f"bytes={len(DATA)}-", "bytes=999999999-1000000000", "bytes=-0"]
+)
 async def test_an_unsatisfiable_range_is_416(site: Site, header: str) -> None:
     response = await site.get(OWNER, _blob_path(site), headers={"Range": header})
     error_of(response, 416, "range_not_satisfiable")
@@ -474,7 +547,6 @@ async def test_a_narrow_token_never_sees_an_ungranted_byte(site: Site) -> None:
         seen = await site.get(OWNER, W, {"field": "body_html"})
     assert CANARY in seen.text
     assert audit.saw(CANARY)
-
 
 
 # ---------------------------------------------------------------- discovery

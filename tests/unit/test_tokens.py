@@ -36,7 +36,11 @@ def test_a_valid_file_maps_tokens_to_grants(tmp_path: Path) -> None:
         (b"\xff\xfe", "tokens", "not valid JSON"),
         (json.dumps({"short": GRANT}), "tokens[0]", "at least 16"),
         (json.dumps({TOKEN + " x": GRANT}), "tokens[0]", "characters"),
-        (json.dumps({TOKEN: GRANT, TOKEN + "2": {"streams": []}}), "tokens[1].grant_id", "grant_id"),
+        (
+            json.dumps({TOKEN: GRANT, TOKEN + "2": {"streams": []}}),
+            "tokens[1].grant_id",
+            "grant_id",
+        ),
         (
             json.dumps({TOKEN: {**GRANT, "streams": [{"name": ""}]}}),
             "tokens[0].streams[0].name",
