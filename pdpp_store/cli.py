@@ -7,7 +7,7 @@
     pdpp-store [--db URL] read record RECORD                  Store.read_record
     pdpp-store [--db URL] blob info BLOB_ID --grant FILE      Store.blob_info
     pdpp-store [--db URL] blob put FILE --mime-type TYPE      Store.put_blob
-    pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.rest.serve
+    pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.rest.run
     pdpp-store demo [--db URL | --dir DIR]                    _demo.run_demo
 
 Rules:
@@ -23,8 +23,6 @@ Rules:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import stat
@@ -365,14 +363,12 @@ def serve(ctx: click.Context, tokens_path: Path, host: str, port: int) -> None:
     """Serve the store over HTTP: the REST routes under /v1 and MCP at /mcp (needs the
     `server` extra: pip install 'pdpp-store[server]'). Stops on Ctrl-C."""
     try:
-        from .rest import serve as serve_rest
+        from .rest import run
     except ImportError as error:
         raise click.UsageError(
             f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
         ) from None
-    # uvicorn stops gracefully on Ctrl-C, then hands the signal back: that is a normal end.
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_rest(ctx.find_root().params["db"], tokens_path, host=host, port=port))
+    run(ctx.find_root().params["db"], tokens_path, host=host, port=port)
 
 
 @cli.command()
