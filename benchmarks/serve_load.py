@@ -316,7 +316,7 @@ def render(results: list[tuple[str, list[Figures]]]) -> str:
             lines.append(
                 f"| {item.label} | {len(item.latencies):,} | {item.p50_ms:.2f} ms "
                 f"| {item.p99_ms:.2f} ms | {item.per_second:,.0f} "
-                f"| {item.p50_ms / library.p50_ms:.2f}× | {item.errors} |"
+                f"| {item.p50_ms / library.p50_ms:.2f}\N{MULTIPLICATION SIGN} | {item.errors} |"
             )
         lines.append("")
     lines.append(END)
