@@ -578,7 +578,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not run.cases:
         raise SystemExit(f"{args.run}: no benchmark cases with coordinates (was it disabled?)")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "benchmarks.md").write_text(render(run, args.out, args.note), encoding="utf-8")
+    target = args.out / "benchmarks.md"
+    kept = _kept_block(target)  # the server load section, written by benchmarks.serve_load
+    target.write_text(render(run, args.out, args.note) + kept, encoding="utf-8")
+
+
+def _kept_block(path: Path) -> str:
+    """The `serve_load` block of an existing report, to carry over into the new one."""
+    from .serve_load import END, START
+
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    if START not in old or END not in old:
+        return ""
+    block = old[old.index(START) : old.index(END) + len(END)]
+    return "\n" + block + "\n"
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from ._core.folding import fold
 from ._core.grants import Grant, StreamGrant, TimeConstraint
 from ._core.identity import FieldWindowRef, RecordRef, UnscopedRecordRef, parse_record_ref
 from ._core.selector import SELECTOR_ARGS, SelectorArg, SelectorArgs
+from ._core.tokens import load_tokens, tokens_from_dict
 from ._store import AsyncStore, Store
 from .evidence import (
     BlobInfo,
@@ -27,8 +28,14 @@ from .evidence import (
     Continuation,
     FieldInfo,
     FieldPreview,
+    FieldSchema,
     FieldWindow,
+    GrantSchema,
+    MatchExcerpt,
     RecordView,
+    SearchHit,
+    SearchPage,
+    StreamSchema,
     UpsertResult,
 )
 
@@ -45,23 +52,31 @@ __all__ = [
     "FieldInfo",
     "FieldKind",
     "FieldPreview",
+    "FieldSchema",
     "FieldWindow",
     "FieldWindowRef",
     "Forbidden",
     "Grant",
+    "GrantSchema",
+    "MatchExcerpt",
     "NotFound",
     "RecordRef",
     "RecordView",
+    "SearchHit",
+    "SearchPage",
     "SelectorArg",
     "SelectorArgs",
     "Store",
     "StoreError",
     "StreamGrant",
+    "StreamSchema",
     "TimeConstraint",
     "Unavailable",
     "Unprocessable",
     "UnscopedRecordRef",
     "UpsertResult",
     "fold",
+    "load_tokens",
     "parse_record_ref",
+    "tokens_from_dict",
 ]

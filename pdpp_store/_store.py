@@ -31,6 +31,7 @@ from ._core.identity import (
 from ._core.manifest import Manifest
 from ._core.selector import SelectorArgs
 from ._ops import reads as _reads
+from ._ops import search as _search
 from ._ops import writes as _ingest
 from ._ops.catalogue import CATALOGUE
 from ._ops.reads import ReadContext
@@ -45,7 +46,16 @@ from ._runtime import (
     sync_url,
 )
 from ._sql.requests import COMMIT, Op
-from .evidence import BlobInfo, BlobRange, FieldInfo, FieldWindow, RecordView, UpsertResult
+from .evidence import (
+    BlobInfo,
+    BlobRange,
+    FieldInfo,
+    FieldWindow,
+    GrantSchema,
+    RecordView,
+    SearchPage,
+    UpsertResult,
+)
 
 __all__ = ["AsyncStore", "Store"]
 
@@ -122,6 +132,26 @@ class _StoreCore:
                 param="records",
             )
         return _ingest.upsert_records(connection_id, stream, records, self._batch_size)
+
+    def _op_search(
+        self,
+        grant: Grant,
+        q: str,
+        *,
+        streams: Sequence[str] | None,
+        connection_id: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Op[SearchPage]:
+        return _search.search(
+            self._ctx,
+            grant,
+            q,
+            streams=streams,
+            connection_id=connection_id,
+            limit=limit,
+            cursor=cursor,
+        )
 
     def _op_rotate_cursor_key(self) -> Op[None]:
         if not self._ctx.stored_keys:
@@ -245,6 +275,26 @@ class Store(_StoreCore):
             _reads.read_record(self._ctx, grant, record, connection_id=connection_id),
         )
 
+    def search(
+        self,
+        grant: Grant,
+        q: str,
+        *,
+        streams: Sequence[str] | None = None,
+        connection_id: str | None = None,
+        limit: int = 10,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        return self._run(
+            "search",
+            self._op_search(
+                grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
+            ),
+        )
+
+    def describe_grant(self, grant: Grant) -> GrantSchema:
+        return self._run("describe_grant", _search.describe_grant(self._ctx, grant))
+
     def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
@@ -360,6 +410,26 @@ class AsyncStore(_StoreCore):
             "read_record",
             _reads.read_record(self._ctx, grant, record, connection_id=connection_id),
         )
+
+    async def search(
+        self,
+        grant: Grant,
+        q: str,
+        *,
+        streams: Sequence[str] | None = None,
+        connection_id: str | None = None,
+        limit: int = 10,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        return await self._run(
+            "search",
+            self._op_search(
+                grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
+            ),
+        )
+
+    async def describe_grant(self, grant: Grant) -> GrantSchema:
+        return await self._run("describe_grant", _search.describe_grant(self._ctx, grant))
 
     async def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None

@@ -12,6 +12,9 @@
     pdpp-store [--db URL] blob info BLOB_ID --grant FILE      Store.blob_info
     pdpp-store [--db URL] blob read BLOB_ID --grant FILE      Store.read_blob_range
     pdpp-store [--db URL] blob put FILE --mime-type TYPE      Store.put_blob
+    pdpp-store [--db URL] search Q --grant FILE               Store.search
+    pdpp-store [--db URL] grant describe --grant FILE         Store.describe_grant
+    pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.rest.run
     pdpp-store demo [--db URL | --dir DIR]                    demo.run_demo
 
 Rules:
@@ -85,6 +88,8 @@ OPERATIONS: dict[str, Shell] = {
     "read_resource": Shell(("read", "resource")),
     "blob_info": Shell(("blob", "info")),
     "read_blob_range": Shell(("blob", "read")),
+    "search": Shell(("search",)),
+    "describe_grant": Shell(("grant", "describe")),
 }
 """Every library operation's command (rule 4)."""
 
@@ -435,6 +440,60 @@ def read_resource(ctx: click.Context, uri: str, grant: IO[bytes] | None) -> None
     _echo_json(_open_store(ctx).read_resource(_resource_grant(grant, uri), uri).to_dict())
 
 
+@cli.command("search")
+@click.argument("q")
+@_required_grant_option
+@click.option(
+    "--stream", "streams", multiple=True, metavar="STREAM", help="Search this stream (repeat)."
+)
+@click.option("--connection", "connection_id", metavar="CONNECTION_ID", help="One connection only.")
+@click.option("--limit", type=int, metavar="N", help="Hits per page (1..50, default 10).")
+@click.option("--cursor", metavar="TEXT", help="The next_cursor of the previous page.")
+@click.pass_context
+def search(
+    ctx: click.Context,
+    q: str,
+    grant: IO[bytes],
+    *,
+    streams: tuple[str, ...],
+    connection_id: str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> None:
+    """Records that match Q under the grant, each with the place of the match and how to read it."""
+    store = _open_store(ctx)
+    chosen = list(streams) or None
+    page = (
+        store.search(
+            _load_grant(grant), q, streams=chosen, connection_id=connection_id, cursor=cursor
+        )
+        if limit is None
+        else store.search(
+            _load_grant(grant),
+            q,
+            streams=chosen,
+            connection_id=connection_id,
+            limit=limit,
+            cursor=cursor,
+        )
+    )
+    _echo_json(page.to_dict())
+
+
+@cli.group("grant")
+def grant_group() -> None:
+    """What a grant lets an agent see."""
+
+
+@grant_group.command("describe")
+@_required_grant_option
+@click.pass_context
+def grant_describe(ctx: click.Context, grant: IO[bytes]) -> None:
+    """The granted streams and fields (from the manifests, never a record), and which are
+    searchable."""
+    _echo_json(_open_store(ctx).describe_grant(_load_grant(grant)).to_dict())
+
+
 @cli.group()
 def blob() -> None:
     """Blobs (attachment bytes), referenced from records by blob_ref fields."""
@@ -490,6 +549,30 @@ def blob_read(
 def blob_put(ctx: click.Context, file: IO[bytes], mime_type: str) -> None:
     """Store FILE (or - for stdin) as a blob; prints the blob_ref a record field can hold."""
     _echo_json(_open_store(ctx).put_blob(file.read(), mime_type).as_ref())
+
+
+@cli.command()
+@click.option(
+    "--tokens",
+    "tokens_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.json",
+    help="A JSON object mapping each bearer token to the PDPP grant it carries.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
+@click.pass_context
+def serve(ctx: click.Context, tokens_path: Path, host: str, port: int) -> None:
+    """Serve the store over HTTP: the REST routes under /v1 and MCP at /mcp (needs the
+    `server` extra: pip install 'pdpp-store[server]'). Stops on Ctrl-C."""
+    try:
+        from .rest import run
+    except ImportError as error:
+        raise click.UsageError(
+            f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
+        ) from None
+    run(ctx.find_root().params["db"], tokens_path, host=host, port=port)
 
 
 @cli.command()

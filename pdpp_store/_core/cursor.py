@@ -26,6 +26,10 @@ Rules:
    never another exception.
 4. Rotation: `mint` signs with the active key; `open` tries every key (active, then previous)
    whose id matches the token's.
+5. Search page cursors (`mint_page`/`open_page`) use the same keys and MAC with their own
+   version byte (`PAGE_VERSION`): `version | key id | JSON [connection, stream, record id] |
+   mac`, the MAC over the page binding (grant and query, `query.page_binding`) too. A page
+   cursor is never accepted as a window cursor, nor the reverse.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,6 +56,8 @@ __all__ = [
 ]
 
 VERSION = 1
+PAGE_VERSION = 2
+_MAX_PAGE_TOKEN_CHARS = 16384
 MAX_CURSOR_OFFSET = 2**63 - 1
 _PREFIX_BYTES = 16
 _MAC_BYTES = 16
@@ -236,6 +243,48 @@ class CursorCodec:
         if not 1 <= limit <= MAX_LIMIT_CHARS:
             raise _invalid("has a limit out of range")
         return CursorState(body[:_PREFIX_BYTES], offset, limit)
+
+
+def _page_invalid(why: str) -> BadRequest:
+    return BadRequest("invalid_cursor", f"cursor {why}", param="cursor")
+
+
+def mint_page(codec: CursorCodec, binding: bytes, key: tuple[str, str, str]) -> str:
+    """A search page cursor: the position after the hit `key`, under `binding`."""
+    _check_binding(binding)
+    header = bytes((PAGE_VERSION, codec.active.key_id))
+    body = json.dumps(list(key), ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass"
+    )
+    return _b64encode(header + body + _mac(codec.active, header, binding, body))
+
+
+def open_page(codec: CursorCodec, token: object, binding: bytes) -> tuple[str, str, str]:
+    """The hit key a page cursor names, or `invalid_cursor` (also when used for another grant,
+    query or filter: the binding is part of the MAC)."""
+    _check_binding(binding)
+    if not isinstance(token, str) or not token:
+        raise _page_invalid("must be a non-empty string")
+    if len(token) > _MAX_PAGE_TOKEN_CHARS or len(token) % 4 == 1:
+        raise _page_invalid("has the wrong length")
+    if not _TOKEN_ALPHABET.fullmatch(token):
+        raise _page_invalid("is not base64url")
+    data = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    if _b64encode(data) != token:
+        raise _page_invalid("is not canonical")
+    if len(data) < 2 + _MAC_BYTES or data[0] != PAGE_VERSION:
+        raise _page_invalid("is not a search page cursor")
+    keys = [key for key in (codec.active, *codec.previous) if key.key_id == data[1]]
+    header, body, mac = data[:2], data[2:-_MAC_BYTES], data[-_MAC_BYTES:]
+    if not any(hmac.compare_digest(_mac(key, header, binding, body), mac) for key in keys):
+        raise _page_invalid("is not valid for this grant and query")
+    try:
+        value = json.loads(body.decode("utf-8"))
+    except ValueError:
+        raise _page_invalid("is malformed") from None
+    if not (isinstance(value, list) and len(value) == 3 and all(isinstance(v, str) for v in value)):
+        raise _page_invalid("is malformed")
+    return value[0], value[1], value[2]
 
 
 def key_id_of(token: object) -> int | None:

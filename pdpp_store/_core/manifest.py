@@ -2,25 +2,30 @@
 
 Rules:
 1. Unknown keys are ignored; only what reads and writes need is taken: `connector_id`, and per
-   stream `name`, `primary_key`, `consent_time_field`, and the hints a field's schema gives.
+   stream `name`, `primary_key`, `consent_time_field`, the hints a field's schema gives, the
+   declared fields (`schema.properties`: name, JSON type, text-likeness) and the fields the
+   stream offers to lexical search (`query.search.lexical_fields`).
 2. A field hint comes from the manifest's declaration, never from the field's name: a property
    with `contentEncoding: "base64"` is base64 (with its `contentMediaType`), and an object
    property whose declared `properties` include `blob_id` is a blob reference.
 3. A manifest that lacks what is needed is `invalid_manifest`, naming the key.
+4. `lexical_fields` keeps only names that are declared properties and text-like (a blob
+   reference or base64 field cannot be searched as text); a malformed `query.search` is ignored
+   like any unknown key (no search for that stream), never an error.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import BadRequest
 from .fields import FieldKind
 from .identity import validate_safe_name
 
-__all__ = ["FieldHint", "Manifest", "StreamSpec"]
+__all__ = ["DeclaredField", "FieldHint", "Manifest", "StreamSpec"]
 
 
 def _invalid(message: str, param: str) -> BadRequest:
@@ -52,12 +57,50 @@ def _hint_for(schema: object) -> FieldHint | None:
     return None
 
 
+def _json_type(schema: object) -> str:
+    """The declared JSON type of a property: `string`, `integer|null`, or `any` when undeclared."""
+    declared = schema.get("type") if isinstance(schema, Mapping) else None
+    if isinstance(declared, str):
+        return declared
+    if isinstance(declared, list) and declared and all(isinstance(t, str) for t in declared):
+        return "|".join(declared)
+    return "any"
+
+
+@dataclass(frozen=True, slots=True)
+class DeclaredField:
+    """One property a stream's schema declares: its JSON type and whether it is text-like
+    (readable in windows, searchable) or binary-only per the manifest (blob reference, base64)."""
+
+    name: str
+    json_type: str
+    text_like: bool
+
+
+def _lexical_fields(
+    data: Mapping[str, Any], declared: Mapping[str, DeclaredField]
+) -> tuple[str, ...]:
+    query = data.get("query")
+    search = query.get("search") if isinstance(query, Mapping) else None
+    names = search.get("lexical_fields") if isinstance(search, Mapping) else None
+    if not isinstance(names, list):
+        return ()
+    chosen: list[str] = []
+    for name in names:
+        known = isinstance(name, str) and name in declared and declared[name].text_like
+        if known and name not in chosen:
+            chosen.append(name)
+    return tuple(chosen)
+
+
 @dataclass(frozen=True, slots=True)
 class StreamSpec:
     name: str
     primary_key: tuple[str, ...]
     consent_time_field: str | None
     hints: Mapping[str, FieldHint]
+    declared: Mapping[str, DeclaredField] = field(default_factory=dict)
+    lexical_fields: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: object, param: str) -> StreamSpec:
@@ -89,12 +132,16 @@ class StreamSpec:
         schema = data.get("schema")
         properties = schema.get("properties") if isinstance(schema, Mapping) else None
         hints: dict[str, FieldHint] = {}
+        declared: dict[str, DeclaredField] = {}
         if isinstance(properties, Mapping):
             for field_name, field_schema in properties.items():
                 hint = _hint_for(field_schema)
                 if hint is not None:
                     hints[str(field_name)] = hint
-        return cls(name, tuple(key), consent, hints)
+                declared[str(field_name)] = DeclaredField(
+                    str(field_name), _json_type(field_schema), hint is None
+                )
+        return cls(name, tuple(key), consent, hints, declared, _lexical_fields(data, declared))
 
     def hints_json(self) -> str:
         return json.dumps({k: v.to_json() for k, v in sorted(self.hints.items())})
@@ -128,3 +175,14 @@ class Manifest:
         except (TypeError, ValueError) as exc:
             raise _invalid(f"manifest is not JSON: {exc}", "manifest") from None
         return cls(connector_id, streams, document)
+
+    @classmethod
+    def from_json(cls, document: str) -> Manifest:
+        """A manifest as stored by `register_manifest` (its canonical JSON document)."""
+        return cls.from_dict(json.loads(document))
+
+    def spec(self, stream: str) -> StreamSpec | None:
+        for spec in self.streams:
+            if spec.name == stream:
+                return spec
+        return None

@@ -11,7 +11,7 @@ Rules:
    catalogue test fails.
 2. Argument types are a small vocabulary that surfaces map to their own (a JSON Schema type, a
    query parameter, a command-line option): `grant`, `record`, `field`, `string`, `integer`,
-   `object`, `records` (an iterable of objects), `bytes`.
+   `object`, `records` (an iterable of objects), `strings` (a list of strings), `bytes`.
 3. The selector arguments of `read_field_window` come from `_core.selector`, not from here.
 """
 
@@ -25,7 +25,7 @@ from pdpp_store._core.selector import SELECTOR_ARGS
 __all__ = ["CATALOGUE", "Argument", "Operation", "operation"]
 
 ArgumentType = Literal[
-    "grant", "record", "field", "string", "integer", "object", "records", "bytes"
+    "grant", "record", "field", "string", "integer", "object", "records", "strings", "bytes"
 ]
 
 
@@ -133,6 +133,20 @@ CATALOGUE: dict[str, Operation] = {
             ),
             ("BlobRange",),
         ),
+        Operation(
+            "search",
+            "read",
+            (
+                _GRANT,
+                _required("q", "string"),
+                _optional("streams", "strings"),
+                _CONNECTION,
+                _optional("limit", "integer"),
+                _optional("cursor", "string"),
+            ),
+            ("SearchPage",),
+        ),
+        Operation("describe_grant", "read", (_GRANT,), ("GrantSchema",)),
     )
 }
 """Every operation of the store by name, in the order the docs list them."""

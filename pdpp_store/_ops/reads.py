@@ -38,6 +38,7 @@ from pdpp_store._core.identity import (
     parse_record_ref,
     validate_field_path,
 )
+from pdpp_store._core.manifest import Manifest
 from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._core.window import (
     MAX_LIMIT_CHARS,
@@ -100,6 +101,11 @@ class ReadContext:
     stored_keys: bool = True
     """The cursor keys live in the database (not configured): another process may add one."""
     declared: dict[tuple[str, str], float] = dataclass_field(default_factory=dict, compare=False)
+    manifests: dict[str, tuple[Any, Manifest]] = dataclass_field(
+        default_factory=dict, compare=False
+    )
+    """Parsed manifests by connector id, with the registration time they were parsed at (a
+    re-registration, by this store or another, is seen by that time changing)."""
 
 
 # ---------------------------------------------------------------- steps shared by every read

@@ -65,6 +65,9 @@ class Capabilities:
     file_based: bool
     """The database is a file named by the URL (SQLite): an in-memory one would be a different,
     empty database on each connection, so it is refused."""
+    plans_by_statistics: bool
+    """The planner needs current statistics to use an index for keyed lookups, and where
+    autovacuum is off or behind the store analyses record tables itself (Postgres)."""
     alters_by_copy: bool
     """`ALTER TABLE` cannot drop or change a column, so migrations rebuild the table (Alembic's
     batch mode: SQLite)."""
@@ -80,6 +83,7 @@ SQLITE = Capabilities(
     byte_order_collation=None,
     file_based=True,
     alters_by_copy=True,
+    plans_by_statistics=False,
 )
 
 POSTGRESQL = Capabilities(
@@ -92,6 +96,7 @@ POSTGRESQL = Capabilities(
     byte_order_collation="C",
     file_based=False,
     alters_by_copy=False,
+    plans_by_statistics=True,
 )
 
 _BY_NAME = {caps.name: caps for caps in (SQLITE, POSTGRESQL)}

@@ -44,9 +44,11 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    text,
     true,
     update,
 )
+from sqlalchemy.sql.base import Executable
 
 from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.grants import StreamGrant
@@ -671,6 +673,46 @@ def blob_exists(blob_id: str) -> Execute:
 
 
 # ---------------------------------------------------------------- writes
+
+
+# The record tables whose statistics the store keeps current on Postgres (see `stale_tables`).
+RECORD_TABLES = ("records", "fields", "field_chunks")
+
+
+def stale_tables() -> Execute:
+    """The record tables whose planner statistics lag behind their contents (Postgres).
+
+    Batch writes look records up by key; a planner without statistics takes the
+    `(connection_id, stream)` prefix of the key for one row and filters the rest, which scans a
+    whole stream per batch and makes ingestion quadratic. Autovacuum keeps statistics current
+    where it runs; where it is off (or has not come round yet) the store does the same itself,
+    with autovacuum's own rule: analyse once the rows changed since the last analysis exceed
+    50 + 10 % of the table. Where the planner needs no statistics for keyed lookups (SQLite,
+    `Capabilities.plans_by_statistics`): no rows. Decoded by `stale_table_names`."""
+    return Execute(_stale_tables)
+
+
+@cache
+def _stale_tables(caps: Capabilities) -> Executable:
+    if not caps.plans_by_statistics:
+        return select(literal_column("'none'").label("relname")).where(false())
+    return text(
+        "SELECT s.relname AS relname"
+        " FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid"
+        " WHERE s.schemaname = current_schema()"
+        " AND s.relname IN ('records', 'fields', 'field_chunks')"
+        " AND s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0)"
+    )
+
+
+def stale_table_names(rows: Rows) -> list[str]:
+    return [str(row["relname"]) for row in rows]
+
+
+def analyze(tables: list[str]) -> Execute:
+    """`ANALYZE` of the named record tables (names from `RECORD_TABLES` only)."""
+    names = [name for name in RECORD_TABLES if name in tables]
+    return Execute(text(f"ANALYZE {', '.join(names)}"))
 
 
 def existing_records(connection_id: str, stream: str, record_ids: list[str]) -> Execute:

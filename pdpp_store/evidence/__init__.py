@@ -23,7 +23,9 @@ from .blob import BlobInfo, BlobRange
 from .continuation import Continuation
 from .error import ERROR_SCHEMA
 from .field import FieldInfo
+from .grant_schema import FieldSchema, GrantSchema, StreamSchema
 from .record import FieldPreview, RecordView
+from .search import MatchExcerpt, SearchHit, SearchPage
 from .upsert import UpsertResult
 from .window import FieldWindow
 
@@ -35,8 +37,14 @@ __all__ = [
     "Continuation",
     "FieldInfo",
     "FieldPreview",
+    "FieldSchema",
     "FieldWindow",
+    "GrantSchema",
+    "MatchExcerpt",
     "RecordView",
+    "SearchHit",
+    "SearchPage",
+    "StreamSchema",
     "UpsertResult",
     "json_schemas",
 ]
@@ -50,6 +58,12 @@ CARDS: tuple[type[Any], ...] = (
     BlobInfo,
     BlobRange,
     UpsertResult,
+    MatchExcerpt,
+    SearchHit,
+    SearchPage,
+    FieldSchema,
+    StreamSchema,
+    GrantSchema,
 )
 """Every card class; each has `to_dict()` and `JSON_SCHEMA`."""
 

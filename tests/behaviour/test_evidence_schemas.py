@@ -4,7 +4,8 @@ The `store` fixture validates every card it returns and every error it raises (`
 suite walks each read path on purpose and proves, by the counts of `_cards.CHECKED`, that each
 kind of card was produced and validated: the field window of every selector, the record
 projection with complete, truncated (text and JSON) and binary-only previews, the field info,
-the blob info and range, the upsert summary, and the errors whose details hold cards.
+the blob info and range, the upsert summary, a search page, a grant's schema, and the errors
+whose details hold cards.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ def test_every_read_path_yields_cards_valid_against_their_schemas(store: StoreFr
     assert isinstance(store.read_resource(g, following["resource_uri"]), FieldWindow)
 
     store.describe_field(g, ref_id("e1"), "body_html")
+    page = store.search(g, text[3000:3010])
+    assert [hit.id for hit in page.hits] == [ref_id("e1")]
+    store.describe_grant(g)
     attachments = owner("attachments")
     store.blob_info(attachments, blob.blob_id)
     store.read_blob_range(attachments, blob.blob_id, 3, 5)
@@ -90,7 +94,16 @@ def test_every_read_path_yields_cards_valid_against_their_schemas(store: StoreFr
         store.upsert_records(MAILBOX, BODIES, [body("e9", "fine"), {"no": "key"}])
     assert failed.value.details["committed"] == {"inserted": 0, "updated": 0, "unchanged": 0}
 
-    for name in ("FieldWindow", "RecordView", "FieldInfo", "BlobInfo", "BlobRange", "Error"):
+    for name in (
+        "FieldWindow",
+        "RecordView",
+        "FieldInfo",
+        "BlobInfo",
+        "BlobRange",
+        "SearchPage",
+        "GrantSchema",
+        "Error",
+    ):
         assert CHECKED[name] > 0, name
     assert seen["UpsertResult"] == 1
     # Every card class is reachable from an operation's result (FieldPreview and Continuation

@@ -392,6 +392,37 @@ def test_rotating_the_cursor_key_keeps_old_cursors_valid(url: str) -> None:
     assert fresh["window"]["next_cursor"] != first["window"]["next_cursor"]
 
 
+def test_search_finds_the_record_and_says_how_to_read_the_match(url: str, tmp_path: Path) -> None:
+    grant = write_grant(tmp_path, {"name": "message_bodies", "instance_ids": [MAILBOX]})
+    term = TEXT[2000:2012].strip() or "short"
+    result = run(url, "search", term, "--grant", grant, "--limit", "5")
+    assert result.exit_code == 0, result.stderr
+    page = json.loads(result.stdout)
+    assert page["object"] == "list"
+    assert REF in [hit["id"] for hit in page["data"]]
+    hit = next(hit for hit in page["data"] if hit["id"] == REF)
+    read = hit["evidence_excerpts"][0]["read"]
+    assert read["operation"] == "read_field_window"
+    arguments = read["arguments"]
+    shown = window(url, arguments["record"], arguments["field"], "--q", arguments["q"])
+    assert fold(term) in fold(shown["window"]["text"])
+    nothing = run(url, "search", "zzqqzzqq-no-such-text", "--grant", grant)
+    assert json.loads(nothing.stdout)["data"] == []
+
+
+def test_grant_describe_lists_the_granted_fields(url: str, tmp_path: Path) -> None:
+    grant = write_grant(
+        tmp_path, {"name": "message_bodies", "instance_ids": [MAILBOX], "fields": ["body_text"]}
+    )
+    result = run(url, "grant", "describe", "--grant", grant)
+    assert result.exit_code == 0, result.stderr
+    schema = json.loads(result.stdout)
+    assert schema["object"] == "grant_schema"
+    (stream,) = schema["streams"]
+    assert [field["path"] for field in stream["fields"]] == ["body_text"]
+    assert stream["searchable_fields"] == ["body_text"]
+
+
 def test_blob_info_requires_a_grant(url: str) -> None:
     result = run(url, "blob", "info", "blob_sha256_00")
     assert result.exit_code == 2

@@ -19,25 +19,33 @@ PUBLIC = [
     "FieldInfo",
     "FieldKind",
     "FieldPreview",
+    "FieldSchema",
     "FieldWindow",
     "FieldWindowRef",
     "Forbidden",
     "Grant",
+    "GrantSchema",
+    "MatchExcerpt",
     "NotFound",
     "RecordRef",
     "RecordView",
+    "SearchHit",
+    "SearchPage",
     "SelectorArg",
     "SelectorArgs",
     "Store",
     "StoreError",
     "StreamGrant",
+    "StreamSchema",
     "TimeConstraint",
     "Unavailable",
     "Unprocessable",
     "UnscopedRecordRef",
     "UpsertResult",
     "fold",
+    "load_tokens",
     "parse_record_ref",
+    "tokens_from_dict",
 ]
 
 EVIDENCE = [
@@ -48,8 +56,14 @@ EVIDENCE = [
     "Continuation",
     "FieldInfo",
     "FieldPreview",
+    "FieldSchema",
     "FieldWindow",
+    "GrantSchema",
+    "MatchExcerpt",
     "RecordView",
+    "SearchHit",
+    "SearchPage",
+    "StreamSchema",
     "UpsertResult",
     "json_schemas",
 ]
@@ -59,7 +73,7 @@ def test_pdpp_store_exports_exactly_the_public_names() -> None:
     assert pdpp_store.__all__ == PUBLIC
     for name in PUBLIC:
         value = getattr(pdpp_store, name)
-        assert isinstance(value, dict) or value.__module__.startswith("pdpp_store")
+        assert isinstance(value, dict) or value.__module__.startswith("pdpp_store"), name
 
 
 def test_evidence_exports_exactly_its_cards() -> None:

@@ -1,0 +1,90 @@
+"""Bearer tokens: the tokens file that maps each token to the PDPP grant it carries (§10).
+
+    {"tok_alice_0123456789abcdef": {"grant_id": "g1", "streams": [...]}, ...}
+
+Owns: reading and checking that file for the servers (REST and the MCP mount share it). Pure
+apart from reading the file: no store, no network.
+
+Rules:
+1. A tokens file that loads is valid: a JSON object, at least one entry, every token a bearer
+   token (RFC 6750 `token68` characters, at least `MIN_TOKEN_CHARS` long), every value a grant
+   that `Grant.from_dict` accepts, and no token written twice (JSON would silently keep the last).
+2. Anything else is `invalid_tokens` (400), whose `param` names the place: `tokens` for the file
+   as a whole, `tokens[N]` for the N-th entry (0-based, in file order), `tokens[N].<key>` for a
+   key of its grant. A token is a secret: no message ever contains one.
+3. The result is a plain `dict[str, Grant]`; a token is a name for a grant, and the grant is
+   applied again on every request (expiry and revocation are checked by each read).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import BadRequest, StoreError
+from .grants import Grant
+
+__all__ = ["MIN_TOKEN_CHARS", "load_tokens", "tokens_from_dict"]
+
+MIN_TOKEN_CHARS = 16
+_TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
+def _invalid(message: str, param: str = "tokens") -> BadRequest:
+    return BadRequest("invalid_tokens", message, param=param)
+
+
+def tokens_from_dict(data: object) -> dict[str, Grant]:
+    """Check a decoded tokens object (see the rules) and return token -> grant."""
+    if not isinstance(data, Mapping):
+        raise _invalid("the tokens file must hold a JSON object mapping tokens to grants")
+    if not data:
+        raise _invalid("the tokens file holds no tokens")
+    tokens: dict[str, Grant] = {}
+    for number, (token, raw_grant) in enumerate(data.items()):
+        where = f"tokens[{number}]"
+        if not isinstance(token, str) or not _TOKEN68.fullmatch(token):
+            raise _invalid(
+                f"entry {number}: a token must be made of the characters A-Z a-z 0-9 - . _ ~ + / "
+                "(then optional '=' padding)",
+                where,
+            )
+        if len(token) < MIN_TOKEN_CHARS:
+            raise _invalid(
+                f"entry {number}: a token must be at least {MIN_TOKEN_CHARS} characters long",
+                where,
+            )
+        try:
+            tokens[token] = Grant.from_dict(raw_grant)
+        except StoreError as error:
+            param = where if error.param is None else f"{where}.{error.param}"
+            raise _invalid(f"entry {number}: {error.message}", param) from None
+    return tokens
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for number, (key, value) in enumerate(pairs):
+        if key in seen:
+            # Only the top level holds tokens; a repeated key inside a grant is just as wrong.
+            raise _invalid(f"a key is written twice in one object (at position {number})")
+        seen[key] = value
+    return seen
+
+
+def load_tokens(path: str | os.PathLike[str]) -> dict[str, Grant]:
+    """Read and check a tokens file (see the rules); `invalid_tokens` when it is not usable."""
+    try:
+        with open(path, "rb") as file:
+            raw = file.read()
+    except OSError as error:
+        raise _invalid(f"the tokens file cannot be read: {error.strerror or error}") from None
+    try:
+        data = json.loads(raw, object_pairs_hook=_no_duplicates)
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+        message = error.msg if isinstance(error, json.JSONDecodeError) else "it is not UTF-8"
+        raise _invalid(f"the tokens file is not valid JSON: {message}") from None
+    return tokens_from_dict(data)

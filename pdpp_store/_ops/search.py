@@ -1,0 +1,279 @@
+"""Search (§9) and the grant's schema, as operations driven by `_runtime` (no I/O here).
+
+Search, step by step:
+
+1. Arguments: `q` parsed into terms (`_core.query`), `limit` 1..50, `streams` and
+   `connection_id` filters; then the grant (usable, every named stream granted) and the page
+   cursor (signed, bound to grant, query and filters).
+2. What is searched, decided before any record is read: per granted stream and per connection
+   the grant covers, the manifest's `query.search.lexical_fields` minus the fields the grant
+   does not cover. Connections with the same searchable paths form one group.
+3. One statement finds the next `limit + 1` matching records in key order, every term required
+   in some searchable field, under the grant's visibility (`_sql.search.hits`).
+4. Evidence per hit and per searchable field: for the terms in query order, the first
+   occurrence of the first one the field holds, with a bounded preview around it, from the
+   match-window statement every `q` read uses (so the offsets are those the continuation's read
+   returns). Fields where no term occurs are not matched fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pdpp_store._core.cursor import codec_for_stored_keys, mint_page, open_page
+from pdpp_store._core.errors import BadRequest, NotFound
+from pdpp_store._core.grants import Grant, StreamGrant
+from pdpp_store._core.identity import FieldWindowRef, RecordRef, validate_safe_name
+from pdpp_store._core.manifest import Manifest
+from pdpp_store._core.query import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    SearchQuery,
+    Term,
+    page_binding,
+    parse_query,
+)
+from pdpp_store._core.window import MAX_LIMIT_CHARS
+from pdpp_store._sql import search as search_sql
+from pdpp_store._sql import statements as sql
+from pdpp_store._sql.requests import Op, Rows
+from pdpp_store.evidence import (
+    Continuation,
+    FieldSchema,
+    GrantSchema,
+    MatchExcerpt,
+    SearchHit,
+    SearchPage,
+    StreamSchema,
+)
+
+from .reads import ReadContext
+from .writes import load_cursor_keys
+
+__all__ = ["READ_CONTEXT_CHARS", "describe_grant", "search"]
+
+PREVIEW_BEFORE = 80
+PREVIEW_AFTER = 160
+READ_CONTEXT_CHARS = 1024
+"""`before_chars`/`after_chars` of an excerpt's `read` continuation."""
+
+
+def _check_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise BadRequest(
+            "invalid_request",
+            f"limit must be an integer between 1 and {MAX_PAGE_SIZE}",
+            param="limit",
+        )
+    return limit
+
+
+def _stream_names(grant: Grant, streams: object) -> list[str]:
+    if streams is None:
+        return sorted(s.name for s in grant.streams)
+    if isinstance(streams, str) or not isinstance(streams, Sequence) or not streams:
+        raise BadRequest(
+            "invalid_request", "streams must be a non-empty list of stream names", param="streams"
+        )
+    names: list[str] = []
+    for name in streams:
+        validate_safe_name(name, "streams")
+        grant.stream(name)  # grant_stream_not_allowed
+        if name not in names:
+            names.append(name)
+    return sorted(names)
+
+
+def _manifests(ctx: ReadContext, stamps: dict[str, Any]) -> Op[dict[str, Manifest]]:
+    """The parsed manifest of each connector, parsed again only when re-registered."""
+    stale = [cid for cid, stamp in stamps.items() if ctx.manifests.get(cid, (None,))[0] != stamp]
+    if stale:
+        for connector_id, stamp, document in search_sql.stored_manifests(
+            (yield search_sql.manifest_documents(sorted(stale))) or []
+        ):
+            ctx.manifests[connector_id] = (stamp, Manifest.from_json(document))
+    return {cid: ctx.manifests[cid][1] for cid in stamps if cid in ctx.manifests}
+
+
+def _catalogue(
+    ctx: ReadContext, grant: Grant, names: list[str], connection_id: str | None
+) -> Op[list[tuple[str, str, Manifest]]]:
+    """(connection_id, stream, manifest) for every covered connection declaring a stream."""
+    rows = (yield search_sql.stream_connections(names, connection_id)) or []
+    covered = [
+        row
+        for row in search_sql.declaring_connections(rows)
+        if grant.stream(row.stream).covers_connection(row.connection_id)
+    ]
+    found = yield from _manifests(ctx, {row.connector_id: row.registered_at for row in covered})
+    return [
+        (row.connection_id, row.stream, found[row.connector_id])
+        for row in covered
+        if row.connector_id in found
+    ]
+
+
+def _groups(
+    grant: Grant, names: list[str], catalogue: list[tuple[str, str, Manifest]]
+) -> tuple[list[StreamGrant], list[search_sql.SearchGroup]]:
+    stream_grants = [grant.stream(name) for name in names]
+    by_paths: dict[tuple[int, tuple[str, ...]], list[str]] = {}
+    for conn, stream, manifest in catalogue:
+        index = names.index(stream)
+        spec = manifest.spec(stream)
+        if spec is None:
+            continue
+        paths = tuple(p for p in spec.lexical_fields if stream_grants[index].allows_field(p))
+        if paths:
+            by_paths.setdefault((index, paths), []).append(conn)
+    groups = [
+        search_sql.SearchGroup(index, tuple(conns), paths)
+        for (index, paths), conns in sorted(by_paths.items())
+    ]
+    return stream_grants, groups
+
+
+def search(
+    ctx: ReadContext,
+    grant: Grant,
+    q: object,
+    *,
+    streams: object = None,
+    connection_id: object = None,
+    limit: object = DEFAULT_PAGE_SIZE,
+    cursor: object = None,
+) -> Op[SearchPage]:
+    query = parse_query(q)
+    size = _check_limit(limit)
+    if connection_id is not None:
+        validate_safe_name(connection_id, "connection_id")
+    if cursor is not None and (not isinstance(cursor, str) or not cursor):
+        raise BadRequest("invalid_cursor", "cursor must be a non-empty string", param="cursor")
+    grant.ensure_usable()
+    names = _stream_names(grant, streams)
+    conn = connection_id if isinstance(connection_id, str) else None
+    if conn is not None and not any(grant.stream(n).covers_connection(conn) for n in names):
+        raise NotFound(
+            "connection_not_found", f"connection {conn!r} is not found", param="connection_id"
+        )
+    binding = page_binding(grant, query, names, conn)
+    after: tuple[str, str, str] | None = None
+    if cursor is not None:
+        if ctx.stored_keys:
+            # Another process may have rotated the keys since this store opened.
+            ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
+        after = open_page(ctx.codec, cursor, binding)
+    catalogue = yield from _catalogue(ctx, grant, names, conn)
+    stream_grants, groups = _groups(grant, names, catalogue)
+    if not groups:
+        return SearchPage(())
+    needles = [term.folded for term in query.terms]
+    rows = (yield search_sql.hits(stream_grants, groups, needles, after, size + 1)) or []
+    keys = search_sql.hit_keys(rows)
+    page_keys = keys[:size]
+    paths_of = {
+        (conn_id, stream_grants[g.grant_index].name): g.paths
+        for g in groups
+        for conn_id in g.connection_ids
+    }
+    found: list[SearchHit] = []
+    for key in page_keys:
+        ref = RecordRef(*key)
+        stream_grant = grant.stream(ref.stream)
+        excerpts: list[MatchExcerpt] = []
+        for path in paths_of.get((ref.connection_id, ref.stream), ()):
+            excerpt = yield from _evidence(ref, path, stream_grant, query)
+            if excerpt is not None:
+                excerpts.append(excerpt)
+        if excerpts:
+            found.append(SearchHit(ref.connection_id, ref.stream, ref.record_id, tuple(excerpts)))
+    next_cursor = mint_page(ctx.codec, binding, page_keys[-1]) if len(keys) > size else None
+    return SearchPage(tuple(found), next_cursor)
+
+
+def _evidence(
+    ref: RecordRef, path: str, stream_grant: StreamGrant, query: SearchQuery
+) -> Op[MatchExcerpt | None]:
+    """The first occurrence of the first term (in query order) the field holds, with a
+    preview cut around it from the same text (one match-window statement per term tried)."""
+    for term in query.terms:
+        rows = yield sql.match_window(
+            ref,
+            path,
+            stream_grant,
+            needle=term.folded,
+            before=PREVIEW_BEFORE,
+            after=PREVIEW_AFTER,
+            limit=None,
+        )
+        if rows:
+            return _excerpt(ref, path, term, rows)
+    return None
+
+
+def _excerpt(ref: RecordRef, path: str, term: Term, rows: Rows) -> MatchExcerpt:
+    bounds = sql.match_bounds(rows[0])
+    match_start, start = bounds.match_start, bounds.start
+    info = sql.field_info(rows[0])
+    assert info is not None  # a match window's rows always carry the field
+    text = sql.window_text(rows)
+    window_start = max(0, match_start - READ_CONTEXT_CHARS)
+    window_limit = min(
+        match_start - window_start + len(term.text) + READ_CONTEXT_CHARS, MAX_LIMIT_CHARS
+    )
+    read = Continuation(
+        "read_field_window",
+        {
+            "record": ref.argument,
+            "field": path,
+            "q": term.text,
+            "before_chars": READ_CONTEXT_CHARS,
+            "after_chars": READ_CONTEXT_CHARS,
+        },
+        FieldWindowRef(ref, path, window_start, window_limit).uri,
+    )
+    return MatchExcerpt(
+        field_path=path,
+        term=term.text,
+        match_start_chars=match_start,
+        match_end_chars=match_start + len(term.text),
+        preview_text=text,
+        start_chars=start,
+        total_chars=info.size_chars,
+        digest=info.digest,
+        read=read,
+    )
+
+
+# ---------------------------------------------------------------- the grant's schema
+
+
+def describe_grant(ctx: ReadContext, grant: Grant) -> Op[GrantSchema]:
+    """The granted streams and fields, from the manifests of the covered connections."""
+    grant.ensure_usable()
+    names = sorted(s.name for s in grant.streams)
+    catalogue = (yield from _catalogue(ctx, grant, names, None)) if names else []
+    described: list[StreamSchema] = []
+    for name in names:
+        stream_grant = grant.stream(name)
+        conns: list[str] = []
+        merged: dict[str, FieldSchema] = {}
+        for conn, stream, manifest in catalogue:
+            spec = manifest.spec(stream) if stream == name else None
+            if spec is None:
+                continue
+            conns.append(conn)
+            for field in spec.declared.values():
+                if field.name in merged or not stream_grant.allows_field(field.name):
+                    continue
+                merged[field.name] = FieldSchema(
+                    field.name,
+                    field.json_type,
+                    field.text_like,
+                    field.name in spec.lexical_fields,
+                )
+        described.append(
+            StreamSchema(name, tuple(sorted(set(conns))), tuple(merged[p] for p in sorted(merged)))
+        )
+    return GrantSchema(grant.grant_id, tuple(described))

@@ -1,0 +1,14 @@
+"""`pdpp_store.rest`: the REST resource server (FastAPI), behind the `[server]` extra (§10).
+
+    app = create_app(store, tokens)          # an AsyncStore, {token: Grant}
+    run(url, tokens_path, host="127.0.0.1", port=8787)   # what `pdpp-store serve` runs
+    await serve(url, tokens, ...)                         # the same, on a running loop
+
+The package imports only public names of `pdpp_store` (and `pdpp_store.evidence`,
+`pdpp_store.mcp`); nothing in `pdpp_store` itself imports it, so the library needs no FastAPI.
+"""
+
+from ._app import create_app
+from ._serve import run, serve
+
+__all__ = ["create_app", "run", "serve"]

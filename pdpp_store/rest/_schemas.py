@@ -1,0 +1,103 @@
+"""What the OpenAPI document says each response holds.
+
+Rules:
+1. Success bodies are described by the evidence cards' own JSON Schemas
+   (`pdpp_store.evidence`), never by a second copy written here; the REST layer adds only what it
+   adds to the wire (`url`, `links` of a field window).
+2. The error envelope is the one REST writes (`_errors`): §7 plus `request_id`. Every route lists
+   every status it can answer with, each with that envelope.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pdpp_store import evidence
+
+__all__ = [
+    "ERROR_SCHEMA",
+    "card_schema",
+    "error_responses",
+    "field_window_schema",
+    "json_response",
+]
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "title": "Error",
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["type", "code", "message", "request_id"],
+            "properties": {
+                "type": {"type": "string"},
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "param": {"type": "string"},
+                "request_id": {"type": "string"},
+            },
+            # `details` of an error (a stale cursor's current digest, a binary field's metadata)
+            "additionalProperties": True,
+        }
+    },
+    "additionalProperties": False,
+}
+
+_DESCRIPTIONS = {
+    304: "Not modified: the client's copy (If-None-Match) is current.",
+    400: "Invalid request: a parameter, a cursor or the field path (invalid_request_error).",
+    401: "Missing or unknown bearer token (authentication_error, with WWW-Authenticate).",
+    403: "The grant does not allow this read, or is expired or revoked (permission_error).",
+    404: "Not found, or not visible under the grant: the two answer alike (not_found_error).",
+    405: "Method not allowed.",
+    409: "Stale cursor, or an ambiguous or conflicting connection.",
+    412: "If-Match named another digest: the field's text has changed.",
+    416: "The Range starts at or past the end of the blob (Content-Range: bytes */size).",
+    422: "The field is not text (binary-only, a blob reference): its metadata is in the error.",
+    503: "The database is unavailable or busy; retry.",
+}
+
+
+def card_schema(name: str) -> dict[str, Any]:
+    """The published JSON Schema of the evidence card `name` (a class of `pdpp_store.evidence`)."""
+    schemas = getattr(evidence, "json_schemas", None)
+    if callable(schemas):
+        found = schemas().get(name)
+        if isinstance(found, dict):
+            return found
+    card = getattr(evidence, name, None)
+    schema = getattr(card, "JSON_SCHEMA", None)
+    if isinstance(schema, dict):
+        return schema
+    # The card has no published schema yet: say only what every card is.
+    return {"type": "object", "required": ["object"], "properties": {"object": {"type": "string"}}}
+
+
+def field_window_schema() -> dict[str, Any]:
+    """The §3 envelope's schema plus what REST adds: `url` and `links`."""
+    card = card_schema("FieldWindow")
+    link = {"type": ["string", "null"]}
+    return {
+        **card,
+        "required": [*card.get("required", ()), "url", "links"],
+        "properties": {
+            **card.get("properties", {}),
+            "url": {"type": "string"},
+            "links": {
+                "type": "object",
+                "required": ["self", "next", "previous"],
+                "properties": {"self": {"type": "string"}, "next": link, "previous": link},
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def json_response(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error statuses of a route, each with the envelope."""
+    return {status: json_response(ERROR_SCHEMA, _DESCRIPTIONS[status]) for status in statuses}

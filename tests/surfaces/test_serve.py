@@ -1,0 +1,134 @@
+"""`pdpp-store serve`: the real command as a subprocess on 127.0.0.1, spoken to over a socket.
+
+The server is started on a free port, waited for (by polling its metadata route), used, and
+ended by its pid (SIGINT: uvicorn's own graceful stop), on every database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from _rest import OWNER, TEXT, TOKEN_GRANTS, seed, window_path
+
+from pdpp_store import AsyncStore
+
+CLI = Path(sys.executable).with_name("pdpp-store")
+STARTUP_SECONDS = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class Server:
+    def __init__(self, process: subprocess.Popen[bytes], base_url: str) -> None:
+        self.process = process
+        self.base_url = base_url
+
+    def stop(self) -> str:
+        """End the server by its pid and return what it logged."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        assert self.process.stderr is not None
+        return self.process.stderr.read().decode(errors="replace")
+
+
+def start(url: str, tokens: Path) -> Server:
+    port = free_port()
+    process = subprocess.Popen(
+        [str(CLI), "--db", url, "serve", "--tokens", str(tokens), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    server = Server(process, f"http://127.0.0.1:{port}")
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited early: {server.stop()}")
+        try:
+            httpx.get(f"{server.base_url}/.well-known/oauth-protected-resource", timeout=1)
+            return server
+        except httpx.TransportError:
+            time.sleep(0.1)
+    log = server.stop()
+    raise AssertionError(f"serve did not start in {STARTUP_SECONDS}s: {log}")
+
+
+@pytest.fixture
+def tokens_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps(TOKEN_GRANTS), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def server(db_url: str, tokens_file: Path) -> Iterator[Server]:
+    import asyncio
+
+    async def seeded() -> None:
+        store = await AsyncStore.open(db_url)
+        try:
+            await seed(store)
+        finally:
+            await store.close()
+
+    asyncio.run(seeded())
+    running = start(db_url, tokens_file)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_serve_answers_rest_over_a_real_socket(server: Server) -> None:
+    headers = {"Authorization": f"Bearer {OWNER}"}
+    with httpx.Client(base_url=server.base_url, headers=headers) as client:
+        response = client.get(window_path(), params={"field": "body_text", "limit_chars": 50})
+        assert response.status_code == 200, response.text
+        assert response.json()["window"]["text"] == TEXT[:50]
+        follow = client.get(response.json()["links"]["next"])
+        assert follow.json()["window"]["text"] == TEXT[50:100]
+        refused = client.get(
+            window_path(), params={"field": "body_text"}, headers={"Authorization": ""}
+        )
+        assert refused.status_code == 401
+        assert refused.headers["WWW-Authenticate"].startswith("Bearer")
+        document = client.get("/openapi.json").json()
+        assert "/v1/streams/{stream}/records/{record_id}/field-window" in document["paths"]
+    log = server.stop()
+    assert server.process.returncode == 0, log
+    assert "Uvicorn running on http://127.0.0.1:" in log
+
+
+def test_serve_refuses_a_bad_tokens_file_before_starting(db_url: str, tmp_path: Path) -> None:
+    bad = tmp_path / "tokens.json"
+    bad.write_text('{"short": {}}', encoding="utf-8")
+    done = subprocess.run(
+        [str(CLI), "--db", db_url, "serve", "--tokens", str(bad), "--port", str(free_port())],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout == b""
+    error = json.loads(done.stderr)["error"]
+    assert (error["code"], error["param"]) == ("invalid_tokens", "tokens[0]")
+    assert b"short" not in done.stderr
