@@ -168,6 +168,12 @@ def statement_violations(sql: str, record_tables: Iterable[str]) -> list[str]:
         tree = sqlglot.parse_one(sql, read="postgres")
     except sqlglot.errors.ParseError as why:
         return [f"cannot parse: {why}"]
+    return _violations(tree, records)
+
+
+def _violations(tree: exp.Expr, records: frozenset[str]) -> list[str]:
+    if isinstance(tree, exp.SetOperation):  # each branch of a UNION is planned on its own
+        return _violations(tree.left, records) + _violations(tree.right, records)
     scopes = traverse_scope(tree) if isinstance(tree, exp.Query | exp.DML) else []
     nodes: dict[str, list[tuple[int, str]]] = {RECORD_COLUMN: [], BLOB_COLUMN: []}
     if isinstance(tree, exp.Update | exp.Delete) and isinstance(tree.this, exp.Table):

@@ -103,6 +103,11 @@ def test_every_operation_keeps_the_rules(pg_db_url: str) -> None:
             "not all tied by equality on connection_id",
         ),
         (
+            "SELECT 1 FROM blobs UNION ALL SELECT 1 FROM records JOIN fields "
+            "ON fields.stream = records.stream",
+            "not all tied by equality on connection_id",
+        ),
+        (
             "SELECT * FROM blobs JOIN blob_chunks ON blob_chunks.chunk_no = 0",
             "not all tied by equality on blob_id",
         ),
@@ -122,6 +127,7 @@ def test_the_checker_bites(sql: str, problem: str) -> None:
         "fields AS g WHERE g.connection_id = f.connection_id)",
         "SELECT * FROM blobs JOIN blob_chunks ON blob_chunks.blob_id = blobs.blob_id",
         "INSERT INTO streams (connector_id) VALUES (%(c)s)",
+        "SELECT count(*) FROM records UNION ALL SELECT count(*) FROM fields",
         "UPDATE field_chunks SET lookahead = (SELECT nxt.text FROM field_chunks AS nxt WHERE "
         "nxt.connection_id = field_chunks.connection_id) WHERE EXISTS (SELECT 1 FROM fields "
         "WHERE fields.connection_id = field_chunks.connection_id)",
