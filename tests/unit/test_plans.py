@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+from sqlalchemy.dialects.sqlite.base import SQLiteDialect
+from sqlalchemy.sql.elements import ClauseElement
 
 from pdpp_store import CursorCodec, CursorKey, FieldInfo, FieldKind, Grant, NotFound, RecordRef
 from pdpp_store._ops.reads import ReadContext, describe_field
@@ -59,8 +61,9 @@ def test_describe_field_is_two_statements_read_by_label() -> None:
     requests, info = _drive(_describe(), [DECLARED, [FIELD_ROW]])
     assert info == FieldInfo("body", FieldKind.TEXT, "string", 12, 12, DIGEST)
     assert len(requests) == 2
-    assert requests[1].params is not None
-    assert dict(requests[1].params)["f_path"] == "body"
+    params = requests[1].params
+    assert isinstance(params, dict)
+    assert params["f_path"] == "body"
 
 
 def test_canned_rows_decide_the_error_exactly_as_the_database_would() -> None:
@@ -77,8 +80,11 @@ def test_canned_rows_decide_the_error_exactly_as_the_database_would() -> None:
 
 
 def _compiled(request: Execute, caps: Capabilities) -> str:
-    dialect = sqlite.dialect() if caps is SQLITE else postgresql.dialect()
-    return str(request.statement_for(caps).compile(dialect=dialect))
+    postgres: Any = PGDialect_psycopg  # its constructor is untyped
+    dialect = SQLiteDialect() if caps is SQLITE else postgres()
+    statement = request.statement_for(caps)
+    assert isinstance(statement, ClauseElement)
+    return str(statement.compile(dialect=dialect))
 
 
 @pytest.mark.parametrize("needle_chars", [8, 200])
