@@ -31,17 +31,19 @@ def _imports(path: Path) -> list[tuple[str, int]]:
 def test_rest_imports_only_public_names() -> None:
     modules = sorted(REST.glob("*.py"))
     assert len(modules) >= 5
-    wrong = []
-    for module in modules:
-        for name, line in _imports(module):
-            if name.startswith(".."):
-                wrong.append(f"{module.name}:{line} {name}")
-            elif name.startswith("pdpp_store") and name not in PUBLIC:
-                wrong.append(f"{module.name}:{line} {name}")
-            elif name.startswith(".") and name.lstrip(".").split(".")[0] not in {
-                path.stem for path in modules
-            }:
-                wrong.append(f"{module.name}:{line} {name}")
+    own = {path.stem for path in modules}
+
+    def allowed(name: str) -> bool:
+        if name.startswith("."):
+            return not name.startswith("..") and name.lstrip(".").split(".")[0] in own
+        return not name.startswith("pdpp_store") or name in PUBLIC
+
+    wrong = [
+        f"{module.name}:{line} {name}"
+        for module in modules
+        for name, line in _imports(module)
+        if not allowed(name)
+    ]
     assert wrong == []
 
 
