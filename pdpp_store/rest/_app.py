@@ -15,6 +15,7 @@ Rules:
 """
 
 import contextlib
+import typing
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
@@ -70,12 +71,16 @@ def _query_names(dependant: Dependant) -> set[str]:
     return names
 
 
+def _is_list(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is list:
+        return True
+    return any(_is_list(arg) for arg in typing.get_args(annotation))
+
+
 def _list_params(dependant: Dependant) -> set[str]:
     """Query parameters that may repeat (declared as lists)."""
     names = {
-        param.alias
-        for param in dependant.query_params
-        if getattr(param.field_info.annotation, "__origin__", None) is list
+        param.alias for param in dependant.query_params if _is_list(param.field_info.annotation)
     }
     for dependency in dependant.dependencies:
         names |= _list_params(dependency)
