@@ -173,7 +173,8 @@ class _Connection:
 async def _clients(port: int, clients: int, count: int) -> Figures:
     path = f"/v1/streams/{STREAM}/records/big/field-window"
     targets = [
-        f"{path}?field=body_text&offset_chars={offset}&limit_chars={WINDOW}"
+        f"{path}?field=body_text&connection_id={CONNECTION}&offset_chars={offset}"
+        f"&limit_chars={WINDOW}"
         for offset in _offsets(count, 3)
     ]
     latencies: list[float] = []
@@ -223,9 +224,8 @@ def _serving(url: str, directory: Path) -> Iterator[int]:
     port = _free_port()
     cli = Path(sys.executable).with_name("pdpp-store")
     command = [str(cli), "--db", url, "serve", "--tokens", str(tokens), "--port", str(port)]
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ}
-    )
+    log = (directory / "serve.log").open("wb")
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     base_url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -246,6 +246,14 @@ def _serving(url: str, directory: Path) -> Iterator[int]:
             except subprocess.TimeoutExpired:
                 os.kill(process.pid, signal.SIGKILL)
                 process.wait()
+        log.close()
+        errors = [
+            line
+            for line in (directory / "serve.log").read_text(errors="replace").splitlines()
+            if "Traceback" in line or "ERROR" in line
+        ]
+        if errors:
+            print(f"serve_load: the server logged errors: {errors[:5]}", file=sys.stderr)
 
 
 @contextmanager

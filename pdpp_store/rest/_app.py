@@ -15,6 +15,7 @@ Rules:
 """
 
 import contextlib
+import typing
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
@@ -70,34 +71,54 @@ def _query_names(dependant: Dependant) -> set[str]:
     return names
 
 
+def _is_list(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is list:
+        return True
+    return any(_is_list(arg) for arg in typing.get_args(annotation))
+
+
 def _list_params(dependant: Dependant) -> set[str]:
     """Query parameters that may repeat (declared as lists)."""
     names = {
-        param.alias
-        for param in dependant.query_params
-        if getattr(param.field_info.annotation, "__origin__", None) is list
+        param.alias for param in dependant.query_params if _is_list(param.field_info.annotation)
     }
     for dependency in dependant.dependencies:
         names |= _list_params(dependency)
     return names
 
 
-async def _only_declared_params(request: Request) -> None:
-    route = request.scope.get("route")
-    if not isinstance(route, APIRoute):
-        return
-    declared = _query_names(route.dependant)
-    repeatable = _list_params(route.dependant)
-    seen: set[str] = set()
-    for name, _ in request.query_params.multi_items():
-        shown = name[:_MAX_NAME_IN_MESSAGE]
-        if name not in declared:
-            raise BadRequest("invalid_request", f"unknown query parameter {shown!r}", param=shown)
-        if name in seen and name not in repeatable:
-            raise BadRequest(
-                "invalid_request", f"query parameter {shown!r} is given more than once", param=shown
+def _param_checker() -> Callable[..., Any]:
+    """The dependency of rule 2, with the routes' declared names worked out once per route."""
+    declared_by_route: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+
+    async def only_declared_params(request: Request) -> None:
+        route = request.scope.get("route")
+        if not isinstance(route, APIRoute):
+            return
+        names = declared_by_route.get(route.unique_id)
+        if names is None:
+            names = (
+                frozenset(_query_names(route.dependant)),
+                frozenset(_list_params(route.dependant)),
             )
-        seen.add(name)
+            declared_by_route[route.unique_id] = names
+        declared, repeatable = names
+        seen: set[str] = set()
+        for name, _ in request.query_params.multi_items():
+            shown = name[:_MAX_NAME_IN_MESSAGE]
+            if name not in declared:
+                raise BadRequest(
+                    "invalid_request", f"unknown query parameter {shown!r}", param=shown
+                )
+            if name in seen and name not in repeatable:
+                raise BadRequest(
+                    "invalid_request",
+                    f"query parameter {shown!r} is given more than once",
+                    param=shown,
+                )
+            seen.add(name)
+
+    return only_declared_params
 
 
 def _protected_resource(request: Request, resource_path: str) -> dict[str, Any]:
@@ -184,9 +205,10 @@ def create_app(
     install_error_handlers(app)
 
     current_grant = _grant_resolver(tokens)
+    only_declared_params = _param_checker()
     api = APIRouter(
         prefix="/v1",
-        dependencies=[Depends(current_grant), Depends(_only_declared_params)],
+        dependencies=[Depends(current_grant), Depends(only_declared_params)],
     )
     add_routes(api, store, current_grant)
     app.include_router(api)
@@ -195,7 +217,7 @@ def create_app(
         METADATA_PATH,
         tags=["discovery"],
         summary="OAuth 2.0 protected-resource metadata (RFC 9728)",
-        dependencies=[Depends(_only_declared_params)],
+        dependencies=[Depends(only_declared_params)],
     )
     async def protected_resource(request: Request) -> dict[str, Any]:
         return _protected_resource(request, "")
@@ -204,7 +226,7 @@ def create_app(
         METADATA_PATH + "/mcp",
         tags=["discovery"],
         summary="OAuth 2.0 protected-resource metadata of the MCP endpoint (RFC 9728)",
-        dependencies=[Depends(_only_declared_params)],
+        dependencies=[Depends(only_declared_params)],
     )
     async def protected_mcp_resource(request: Request) -> dict[str, Any]:
         return _protected_resource(request, "/mcp")

@@ -8,8 +8,9 @@ Rules:
 2. `type` is the reference's for 400 (`invalid_request_error`), 401 (`authentication_error`),
    403 (`permission_error`) and 404 (`not_found_error`), the library's own elsewhere.
 3. FastAPI's validation errors become `invalid_request` (or `invalid_window` for the window
-   parameters, as the library would say) with status 400 and `param` naming the parameter;
-   Starlette's own 404/405 become envelopes too. Nothing answers 422 but `field_not_text`.
+   parameters of the field-window route, as the library would say) with status 400 and
+   `param` naming the parameter; Starlette's own 404/405 become envelopes too. Nothing answers
+   422 but `field_not_text`.
 4. Any other exception is logged with its traceback and answered with a generic 500 whose body
    holds no text of the exception.
 """
@@ -32,6 +33,7 @@ from pdpp_store import BadRequest, NotFound, StoreError
 __all__ = [
     "METADATA_PATH",
     "REQUEST_ID_HEADER",
+    "WINDOW_OPERATION",
     "WINDOW_PARAMS",
     "PreconditionFailed",
     "RangeNotSatisfiable",
@@ -47,6 +49,7 @@ log = logging.getLogger("pdpp_store.rest")
 
 REQUEST_ID_HEADER = "X-Request-Id"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
+WINDOW_OPERATION = "read_field_window"
 WINDOW_PARAMS = frozenset(
     {"offset_chars", "limit_chars", "q", "before_chars", "after_chars", "cursor", "occurrence"}
 )
@@ -147,7 +150,7 @@ def error_response(
     )
 
 
-def _validation_error(error: RequestValidationError) -> StoreError:
+def _validation_error(error: RequestValidationError, window_route: bool) -> StoreError:
     """The first problem FastAPI found, as the library would have named it."""
     for problem in error.errors():
         location = problem.get("loc", ())
@@ -155,7 +158,7 @@ def _validation_error(error: RequestValidationError) -> StoreError:
         message = str(problem.get("msg", "is not valid")).replace("Input should be", "should be")
         if problem.get("type") == "missing":
             message = "is required"
-        code = "invalid_window" if param in WINDOW_PARAMS else "invalid_request"
+        code = "invalid_window" if window_route and param in WINDOW_PARAMS else "invalid_request"
         return BadRequest(code, f"{param} {message}", param=param)
     return BadRequest("invalid_request", "the request is not valid")
 
@@ -174,7 +177,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)
-        return error_response(request, _validation_error(error))
+        route = request.scope.get("route")
+        window_route = getattr(route, "operation_id", None) == WINDOW_OPERATION
+        return error_response(request, _validation_error(error, window_route))
 
     async def on_http_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, StarletteHTTPException)

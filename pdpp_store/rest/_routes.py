@@ -2,6 +2,7 @@
 
     GET /v1/streams/{stream}/records/{record_id}/field-window   read_field_window
     GET /v1/streams/{stream}/records/{record_id}                 read_record
+    GET /v1/search                                               search
     GET /v1/blobs/{blob_id}                                      blob_info + read_blob_range
 
 Rules:
@@ -25,7 +26,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from pdpp_store import AsyncStore, FieldWindow, Grant, RecordRef, UnscopedRecordRef
 
-from ._errors import PreconditionFailed, RangeNotSatisfiable
+from ._errors import WINDOW_OPERATION, PreconditionFailed, RangeNotSatisfiable
 from ._http import etag, if_match_fails, none_match, parse_range, range_applies
 from ._schemas import card_schema, error_responses, field_window_schema, json_response
 
@@ -92,7 +93,7 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
         "/streams/{stream}/records/{record_id}/field-window",
         tags=["records"],
         summary="A bounded window of one text field",
-        operation_id="read_field_window",
+        operation_id=WINDOW_OPERATION,
         response_class=JSONResponse,
         responses={
             200: json_response(field_window_schema(), "The field window (§3), with links."),
@@ -184,6 +185,48 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
             for part in ("data", "content_ladder"):
                 body[part] = {k: v for k, v in body[part].items() if k in wanted}
         return JSONResponse(body, headers={**PRIVATE, "ETag": etag(view.revision)})
+
+    @router.get(
+        "/search",
+        tags=["search"],
+        summary="Records that match, with proven evidence per matched field",
+        operation_id="search",
+        response_class=JSONResponse,
+        responses={
+            200: json_response(card_schema("SearchPage"), "A page of hits (§9)."),
+            **error_responses(400, 401, 403, 404, 503),
+        },
+    )
+    async def search(
+        *,
+        grant: GrantDep,
+        q: Annotated[
+            str,
+            Query(
+                description='Terms split on whitespace; a "double-quoted phrase" is one term.',
+                json_schema_extra={"minLength": 1},
+            ),
+        ],
+        streams: Annotated[
+            list[str] | None,
+            Query(description="Only these streams: repeat the parameter, or separate with commas."),
+        ] = None,
+        connection_id: ConnectionId = None,
+        limit: Annotated[int | None, _int("Hits per page (default 10).", 1, 50)] = None,
+        cursor: Annotated[
+            str | None, Query(description="The next_cursor of the previous page.")
+        ] = None,
+    ) -> Response:
+        names = None if streams is None else [n for value in streams for n in value.split(",")]
+        page = await store.search(
+            grant,
+            q,
+            streams=names,
+            connection_id=connection_id,
+            limit=10 if limit is None else limit,
+            cursor=cursor,
+        )
+        return JSONResponse(page.to_dict(), headers=PRIVATE)
 
     @router.get(
         "/blobs/{blob_id}",

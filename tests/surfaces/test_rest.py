@@ -176,6 +176,70 @@ async def test_a_record_is_the_library_projection(site: Site) -> None:
     assert set(narrowed.json()["content_ladder"]) <= {"id", "body_html"}
 
 
+# ---------------------------------------------------------------- search
+
+
+async def test_search_is_the_library_page(site: Site) -> None:
+    grant = Grant.from_dict({"grant_id": "g-owner", "streams": _owner_streams()})
+    response = await site.get(OWNER, "/v1/search", {"q": "7f3a9"})
+    assert response.status_code == 200, response.text
+    assert response.headers["Cache-Control"] == "private, no-store"
+    page = response.json()
+    assert page == (await site.store.search(grant, "7f3a9")).to_dict()
+    assert [hit["id"] for hit in page["data"]] == [f"{MAILBOX}/message_bodies:b3"]
+    # The narrow token's resources hide b3: no hit, and no trace of it.
+    hidden = await site.get(NARROW, "/v1/search", {"q": "7f3a9"})
+    assert hidden.json() == {"object": "list", "data": [], "has_more": False, "next_cursor": None}
+
+
+async def test_search_pages_by_cursor_without_skips_or_repeats(site: Site) -> None:
+    bodies = [body(f"s{i}", f"quarterly report number {i}") for i in range(7)]
+    await site.store.upsert_records(MAILBOX, "message_bodies", bodies)
+    seen: list[str] = []
+    params: dict[str, Any] = {"q": "quarterly", "limit": 3, "streams": "message_bodies"}
+    while True:
+        response = await site.get(OWNER, "/v1/search", params)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        seen += [hit["id"] for hit in page["data"]]
+        assert len(page["data"]) <= 3
+        if not page["has_more"]:
+            break
+        params = {**params, "cursor": page["next_cursor"]}
+    assert sorted(seen) == sorted(f"{MAILBOX}/message_bodies:s{i}" for i in range(7))
+    assert len(set(seen)) == len(seen)
+    both = await site.client.get(
+        "/v1/search?q=quarterly&streams=message_bodies&streams=attachments",
+        headers={"Authorization": f"Bearer {OWNER}"},
+    )
+    commas = await site.get(
+        OWNER, "/v1/search", {"q": "quarterly", "streams": "message_bodies,attachments"}
+    )
+    assert both.status_code == commas.status_code == 200
+    assert both.json() == commas.json()
+    assert len(both.json()["data"]) == 7
+
+
+SEARCH_ERRORS = [
+    ({}, 400, "invalid_request", "q"),
+    ({"q": "x", "limit": 0}, 400, "invalid_request", "limit"),
+    ({"q": "x", "limit": 51}, 400, "invalid_request", "limit"),
+    ({"q": "x", "limit": "many"}, 400, "invalid_request", "limit"),
+    ({"q": "x", "cursor": "garbage"}, 400, "invalid_cursor", "cursor"),
+    ({"q": "x", "streams": "threads"}, 403, "grant_stream_not_allowed", "stream"),
+    ({"q": "x", "connection_id": "cin_nope"}, 404, "connection_not_found", "connection_id"),
+    ({"q": "x", "qq": "y"}, 400, "invalid_request", "qq"),
+]
+
+
+@pytest.mark.parametrize(("params", "status", "code", "param"), SEARCH_ERRORS)
+async def test_search_errors(
+    site: Site, params: dict[str, Any], status: int, code: str, param: str
+) -> None:
+    response = await site.get(OWNER, "/v1/search", params)
+    assert error_of(response, status, code).get("param") == param
+
+
 # ---------------------------------------------------------------- errors (§7 and HTTP)
 
 W = window_path()
@@ -531,6 +595,8 @@ async def test_a_narrow_token_never_sees_an_ungranted_byte(site: Site) -> None:
         (secret_blob, {}, {}),
         (secret_blob, {}, {"Range": "bytes=0-10"}),
         (_blob_path(site), {}, {}),
+        ("/v1/search", {"q": "7f3a9"}, {}),
+        ("/v1/search", {"q": "never-leaves", "streams": "message_bodies"}, {}),
     ]
     answers = []
     with BoundaryAudit(site.store.engine) as audit:
@@ -568,7 +634,7 @@ async def test_the_openapi_document_lists_every_route_and_status(site: Site) -> 
     document = (await site.get(None, "/openapi.json")).json()
     paths = document["paths"]
     operations = {op["operationId"]: op for path in paths.values() for op in path.values()}
-    assert {"read_field_window", "read_record", "read_blob"} <= set(operations)
+    assert {"read_field_window", "read_record", "read_blob", "search"} <= set(operations)
     window = operations["read_field_window"]
     assert set(window["responses"]) == {
         "200", "400", "401", "403", "404", "409", "412", "422", "503"
