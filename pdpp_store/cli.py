@@ -8,6 +8,7 @@
     pdpp-store [--db URL] blob info BLOB_ID --grant FILE      Store.blob_info
     pdpp-store [--db URL] blob put FILE --mime-type TYPE      Store.put_blob
     pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.rest.run
+    pdpp-store [--db URL] mcp --grant FILE                    pdpp_store.mcp.serve_stdio
     pdpp-store demo [--db URL | --dir DIR]                    _demo.run_demo
 
 Rules:
@@ -23,6 +24,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -40,7 +42,7 @@ from ._core.grants import Grant
 from ._core.identity import UnscopedRecordRef, parse_record_ref
 from ._core.window import FieldWindow
 from ._demo import run_demo
-from ._store import Store
+from ._store import AsyncStore, Store
 
 __all__ = ["DEFAULT_URL", "URL_ENV", "cli", "main"]
 
@@ -397,6 +399,33 @@ def demo(ctx: click.Context, url: str | None, directory: Path | None) -> None:
         with tempfile.TemporaryDirectory(prefix="pdpp-store-demo-") as temporary:
             run_demo(f"sqlite:///{Path(temporary) / 'demo.db'}", click.echo)
         click.echo("(the demo's database was temporary and is gone; --dir DIR keeps it)")
+
+
+@cli.command()
+@click.option(
+    "--grant",
+    "grant_file",
+    type=click.File("rb"),
+    required=True,
+    metavar="FILE.json",
+    help="The PDPP grant every request is answered under.",
+)
+@click.pass_context
+def mcp(ctx: click.Context, grant_file: IO[bytes]) -> None:
+    """Serve MCP over stdio (for an MCP host's command + args), under the grant of --grant.
+
+    Over HTTP, `pdpp-store serve` serves the same server at /mcp with bearer tokens. Needs the
+    server extra: pip install 'pdpp-store[server]'.
+    """
+    grant = Grant.from_dict(_load_json(grant_file, "'--grant'"))
+    asyncio.run(_serve_stdio(ctx.find_root().params["db"], grant))
+
+
+async def _serve_stdio(url: str, grant: Grant) -> None:
+    from .mcp import serve_stdio
+
+    async with await AsyncStore.open(url) as store:
+        await serve_stdio(store, grant)
 
 
 def main() -> None:
