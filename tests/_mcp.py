@@ -19,6 +19,7 @@ from typing import Any
 
 import jsonschema
 from _data import MAILBOX, body, manifest
+from mcp_types import TextResourceContents
 
 from pdpp_store import Grant, Store, fold
 
@@ -77,6 +78,13 @@ def json_lines(result: Any) -> list[dict[str, Any]]:
     return [json.loads(line) for line in texts(result).split("\n")]
 
 
+def resource_text(result: Any) -> str:
+    """The text of a resource read's one content (never a blob of bytes)."""
+    (content,) = result.contents
+    assert isinstance(content, TextResourceContents)
+    return content.text
+
+
 def links(result: Any) -> list[str]:
     return [block.uri for block in result.content if block.type == "resource_link"]
 
@@ -100,7 +108,8 @@ class Pieces:
             overlap = out[start:]
             assert text[: len(overlap)] == overlap, f"windows disagree at {start}"
             out = out[:start] + text
-        assert self.total is not None and len(out) == self.total
+        assert self.total is not None
+        assert len(out) == self.total
         return out
 
 
@@ -136,7 +145,8 @@ async def content_only(client: Any, q: str) -> Walk:
         await call(client, read["tool"], {**read["arguments"], "limit_chars": PAGE})
     )
     pieces = Pieces(header["total_chars"])
-    pieces.add(*header["range"], text)
+    start, end = header["range"]
+    pieces.add(start, end, text)
     match = tuple(header["match"])
     calls = 2
     for direction in ("previous", "next"):
@@ -146,7 +156,8 @@ async def content_only(client: Any, q: str) -> Walk:
             step, text = header_and_body(
                 await call(client, following["tool"], following["arguments"])
             )
-            pieces.add(*step["range"], text)
+            start, end = step["range"]
+            pieces.add(start, end, text)
             calls += 1
     return Walk(pieces.join(), (match[0], match[1]), calls)
 
@@ -206,7 +217,7 @@ async def full(client: Any, q: str, schema: dict[str, Any] | None = None) -> Wal
     content says, and its resource URI must read the same text."""
     result = await call(client, "search", {"q": f'"{q}"'})
     excerpt = result.structured_content["data"][0]["evidence_excerpts"][0]
-    evidence = [line for line in json_lines(result)[1:] if "evidence" in line][0]
+    evidence = next(line for line in json_lines(result)[1:] if "evidence" in line)
     assert evidence["read"] == excerpt["call"]
     assert evidence["evidence"] == excerpt["preview_text"]
     read = excerpt["call"]
@@ -233,7 +244,9 @@ async def full(client: Any, q: str, schema: dict[str, Any] | None = None) -> Wal
 
     first = await check(step)
     pieces = Pieces(first["field"]["size_chars"])
-    pieces.add(first["window"]["start_chars"], first["window"]["end_chars"], first["window"]["text"])
+    pieces.add(
+        first["window"]["start_chars"], first["window"]["end_chars"], first["window"]["text"]
+    )
     match = (first["window"]["match"]["start_chars"], first["window"]["match"]["end_chars"])
     for key in ("previous", "next"):
         data = first

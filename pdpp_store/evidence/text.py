@@ -1,4 +1,4 @@
-"""Cards as text for a reader that sees nothing else: an agent's `content[]`, the CLI's `--format text`.
+"""Cards as text for a reader that sees nothing else (an agent's `content[]`, `--format text`).
 
 Every function takes a card's JSON rendering (`to_dict()`) and returns a string whose first line
 is a compact JSON header and whose rest is what the card shows. The surfaces pass `call`, which
@@ -124,7 +124,8 @@ def window_text(window: Mapping[str, Any], call: CallFormatter) -> str:
     if field["type"] == "null":
         header["note"] = NULL_NOTE
         return compact(header) + "\n"
-    return compact(header) + "\n" + body["text"]
+    text: str = body["text"]
+    return compact(header) + "\n" + text
 
 
 # ---------------------------------------------------------------- records
@@ -184,8 +185,11 @@ def _field_line(path: str, record: Mapping[str, Any]) -> dict[str, Any]:
             line[key] = ladder[key]
     export = ladder.get("export_uri")
     if export is not None:
-        line["blob"] = {"operation": "blob_info", "arguments": {"blob_id": ladder["blob_id"]},
-                        "resource_uri": export}
+        line["blob"] = {
+            "operation": "blob_info",
+            "arguments": {"blob_id": ladder["blob_id"]},
+            "resource_uri": export,
+        }
     line["note"] = METADATA_ONLY_NOTE
     return line
 
@@ -280,10 +284,17 @@ def search_text(
     for hit in hits:
         excerpts = hit.get("evidence_excerpts") or []
         if not excerpts:
-            fetch = {"operation": "read_record", "arguments": {"record": hit["id"]},
-                     "resource_uri": None}
-            line = {"id": hit["id"], "metadata_only": True, "note": NO_EVIDENCE_NOTE,
-                    "fetch": call(fetch)}
+            fetch = {
+                "operation": "read_record",
+                "arguments": {"record": hit["id"]},
+                "resource_uri": None,
+            }
+            line = {
+                "id": hit["id"],
+                "metadata_only": True,
+                "note": NO_EVIDENCE_NOTE,
+                "fetch": call(fetch),
+            }
             out.append(compact(line))
             continue
         for excerpt in excerpts:

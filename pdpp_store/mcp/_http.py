@@ -49,7 +49,7 @@ def _bearer(scope: Scope) -> str | None:
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
             if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
+                return str(token.strip())
     return None
 
 

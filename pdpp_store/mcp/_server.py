@@ -1,4 +1,4 @@
-"""The MCP server over an `AsyncStore`: four tools, three resource templates, one grant source.
+"""The MCP server over an `AsyncStore`: its tools, three resource templates, one grant source.
 
 Rules:
 1. Each tool handler checks its arguments' names, makes one library call and renders its card
@@ -98,9 +98,7 @@ async def read_record_field(
     else:
         missing = [name for name in _IDENTITY if name not in args]
         if missing:
-            raise _invalid(
-                missing[0], "give id, or all of connection_id, stream and record_id"
-            )
+            raise _invalid(missing[0], "give id, or all of connection_id, stream and record_id")
         record = RecordRef(args["connection_id"], args["stream"], args["record_id"])
         connection_id = None
     if field is None:
@@ -127,27 +125,9 @@ async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> type
     return render.record_result(view, offset)
 
 
-async def search(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
-    args = _arguments(raw, ("q", "streams", "connection_id", "limit", "cursor"))
-    query = {name: args[name] for name in ("streams", "connection_id", "limit", "cursor") if name in args}
-    page = await store.search(grant, args.get("q"), **query)
-    following = None
-    if page.next_cursor is not None:
-        arguments = {**args, "cursor": page.next_cursor}
-        following = {"operation": "search", "arguments": arguments, "resource_uri": None}
-    return render.search_result(page, following)
-
-
-async def schema(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
-    _arguments(raw, ())
-    return render.schema_result(await store.describe_grant(grant))
-
-
 HANDLERS: dict[str, Handler] = {
-    "search": search,
     "fetch": fetch,
     "read_record_field": read_record_field,
-    "schema": schema,
 }
 
 
@@ -156,7 +136,9 @@ HANDLERS: dict[str, Handler] = {
 
 async def read_resource(store: AsyncStore, grant: Grant, uri: str) -> types.ReadResourceResult:
     if uri.startswith(BLOB_PREFIX):
-        return render.blob_contents(await store.blob_info(grant, uri.removeprefix(BLOB_PREFIX)), uri)
+        return render.blob_contents(
+            await store.blob_info(grant, uri.removeprefix(BLOB_PREFIX)), uri
+        )
     if not uri.startswith((RECORD_PREFIX, FIELD_WINDOW_PREFIX)):
         raise _invalid("uri", "not a pdpp:// record, field-window or blob URI")
     found = await store.read_resource(grant, uri)
@@ -182,7 +164,9 @@ def _grant_of(source: GrantSource, ctx: ServerRequestContext[Any, Any]) -> Grant
     return source if isinstance(source, Grant) else source(ctx.request)
 
 
-def create_server(store: AsyncStore, grant: GrantSource, *, name: str = "pdpp-store") -> Server[Any]:
+def create_server(
+    store: AsyncStore, grant: GrantSource, *, name: str = "pdpp-store"
+) -> Server[Any]:
     """The MCP server over `store`, answering under `grant` (see the module's rules)."""
 
     async def list_tools(

@@ -17,7 +17,7 @@ import httpx2
 import jsonschema
 import pytest
 from _data import MAILBOX, attachment, body, manifest
-from _mcp import header_and_body, json_lines, texts
+from _mcp import header_and_body, json_lines, resource_text, texts
 from mcp import Client, MCPError
 
 from pdpp_store import AsyncStore, Grant, Store
@@ -39,7 +39,9 @@ SEED_OUTPUT: dict[str, Any] = {
         "record": {
             "type": "object",
             "required": ["id", "connection_id", "stream", "record_id"],
-            "properties": {k: {"type": "string"} for k in ("id", "connection_id", "stream", "record_id")},
+            "properties": {
+                k: {"type": "string"} for k in ("id", "connection_id", "stream", "record_id")
+            },
             "additionalProperties": False,
         },
         "field": {
@@ -143,9 +145,7 @@ def owner() -> Grant:
 
 def narrow() -> Grant:
     fields = ["id", "body_text", "body_html", "message_received_at"]
-    return Grant.from_dict(
-        {"grant_id": "g-narrow", "streams": [{"name": MB, "fields": fields}]}
-    )
+    return Grant.from_dict({"grant_id": "g-narrow", "streams": [{"name": MB, "fields": fields}]})
 
 
 def envelope_of(result: Any) -> dict[str, Any]:
@@ -154,13 +154,14 @@ def envelope_of(result: Any) -> dict[str, Any]:
     said: dict[str, Any] = json.loads(texts(result))
     assert said == result.structured_content
     assert set(said) == {"error"}
-    assert {"type", "code", "message"} <= set(said["error"])
-    return said["error"]
+    error: dict[str, Any] = said["error"]
+    assert {"type", "code", "message"} <= set(error)
+    return error
 
 
 async def output_schema(client: Client) -> dict[str, Any]:
     tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    schema = tools["read_record_field"].output_schema
+    schema: dict[str, Any] | None = tools["read_record_field"].output_schema
     assert schema is not None
     return schema
 
@@ -176,7 +177,7 @@ async def test_tools_list_is_the_contract_and_fits_the_budget(sqlite_db_url: str
     wire = json.dumps(listed.model_dump(by_alias=True, exclude_none=True, mode="json"))
     assert len(wire.encode()) <= 24_576
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == {"search", "fetch", "read_record_field", "schema"}
+    assert set(tools) == {"fetch", "read_record_field"}
     for tool in tools.values():
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is True
@@ -192,7 +193,11 @@ async def test_tools_list_is_the_contract_and_fits_the_budget(sqlite_db_url: str
     assert read.input_schema["additionalProperties"] is False
     assert read.output_schema == SEED_OUTPUT
     uris = {template.uri_template for template in templates.resource_templates}
-    assert uris == {"pdpp://record/{handle}", "pdpp://field-window/{handle}", "pdpp://blob/{handle}"}
+    assert uris == {
+        "pdpp://record/{handle}",
+        "pdpp://field-window/{handle}",
+        "pdpp://blob/{handle}",
+    }
 
 
 # ---------------------------------------------------------------- read_record_field
@@ -201,17 +206,37 @@ async def test_tools_list_is_the_contract_and_fits_the_budget(sqlite_db_url: str
 BAD_CALLS: list[tuple[dict[str, Any], str, str]] = [
     ({}, "invalid_request", "connection_id"),
     ({"field_path": "body_text"}, "invalid_request", "connection_id"),
-    ({"connection_id": MAILBOX, "stream": MB, "field_path": "body_text"}, "invalid_request", "record_id"),
+    (
+        {"connection_id": MAILBOX, "stream": MB, "field_path": "body_text"},
+        "invalid_request",
+        "record_id",
+    ),
     ({"id": SMALL}, "invalid_request", "field_path"),
     ({"id": SMALL, "stream": MB, "field_path": "body_text"}, "invalid_request", "stream"),
     ({"id": SMALL, "record_id": "x", "field_path": "body_text"}, "invalid_request", "record_id"),
     ({"id": SMALL, "field_path": "body_text", "bogus": 1}, "invalid_request", "bogus"),
     ({"id": SMALL, "field_path": "body_text", "cursor": "c", "q": "x"}, "invalid_window", "q"),
-    ({"id": SMALL, "field_path": "body_text", "cursor": "c", "offset_chars": 1}, "invalid_window", "offset_chars"),
-    ({"id": SMALL, "field_path": "body_text", "q": "x", "offset_chars": 3}, "invalid_window", "offset_chars"),
+    (
+        {"id": SMALL, "field_path": "body_text", "cursor": "c", "offset_chars": 1},
+        "invalid_window",
+        "offset_chars",
+    ),
+    (
+        {"id": SMALL, "field_path": "body_text", "q": "x", "offset_chars": 3},
+        "invalid_window",
+        "offset_chars",
+    ),
     ({"id": SMALL, "field_path": "body_text", "before_chars": 3}, "invalid_window", "before_chars"),
-    ({"id": SMALL, "field_path": "body_text", "q": "x", "after_chars": 8193}, "invalid_window", "after_chars"),
-    ({"id": SMALL, "field_path": "body_text", "offset_chars": "3"}, "invalid_window", "offset_chars"),
+    (
+        {"id": SMALL, "field_path": "body_text", "q": "x", "after_chars": 8193},
+        "invalid_window",
+        "after_chars",
+    ),
+    (
+        {"id": SMALL, "field_path": "body_text", "offset_chars": "3"},
+        "invalid_window",
+        "offset_chars",
+    ),
     ({"id": SMALL, "field_path": "body_text", "limit_chars": 0}, "invalid_window", "limit_chars"),
     ({"id": SMALL, "field_path": "body_text", "cursor": "garbage"}, "invalid_cursor", "cursor"),
     ({"id": SMALL, "field_path": ""}, "invalid_field_path", "field"),
@@ -219,7 +244,11 @@ BAD_CALLS: list[tuple[dict[str, Any], str, str]] = [
     ({"id": f"{MAILBOX}/{MB}:nope", "field_path": "body_text"}, "not_found", "record"),
     ({"id": SMALL, "field_path": "nope"}, "field_not_found", "field"),
     ({"id": SMALL, "field_path": "body_text", "q": "absent-needle"}, "query_not_found", "q"),
-    ({"id": SMALL, "field_path": "body_text", "connection_id": "cin_x"}, "conflicting_connection_id", "connection_id"),
+    (
+        {"id": SMALL, "field_path": "body_text", "connection_id": "cin_x"},
+        "conflicting_connection_id",
+        "connection_id",
+    ),
     ({"id": "pdpp://field-window/AAAA", "field_path": "body_text"}, "invalid_request", "id"),
 ]
 
@@ -241,7 +270,8 @@ async def test_every_identity_form_reads_the_same_window(
     async with connected(url, owner()) as client:
         schema = await output_schema(client)
         base = await client.call_tool(
-            "read_record_field", {"id": LONG, "field_path": "body_text", "offset_chars": 100, "limit_chars": 50}
+            "read_record_field",
+            {"id": LONG, "field_path": "body_text", "offset_chars": 100, "limit_chars": 50},
         )
         jsonschema.validate(base.structured_content, schema)
         window = base.structured_content["window"]
@@ -253,15 +283,18 @@ async def test_every_identity_form_reads_the_same_window(
         ]
         for form in forms:
             again = await client.call_tool(
-                "read_record_field", {**form, "field_path": "body_text", "offset_chars": 100, "limit_chars": 50}
+                "read_record_field",
+                {**form, "field_path": "body_text", "offset_chars": 100, "limit_chars": 50},
             )
             assert again.structured_content == base.structured_content, form
         by_uri = await client.call_tool(
-            "read_record_field", {"id": base.structured_content["resource"]["uri"], "field_path": "body_text"}
+            "read_record_field",
+            {"id": base.structured_content["resource"]["uri"], "field_path": "body_text"},
         )
         assert by_uri.structured_content["window"] == window
         other = await client.call_tool(
-            "read_record_field", {"id": base.structured_content["resource"]["uri"], "field_path": "charset"}
+            "read_record_field",
+            {"id": base.structured_content["resource"]["uri"], "field_path": "charset"},
         )
         assert envelope_of(other)["param"] == "field_path"
 
@@ -289,7 +322,9 @@ async def test_windows_page_both_ways_and_validate(loaded: tuple[str, dict[str, 
         for direction in ("previous", "next"):
             step = header
             while step[direction] is not None:
-                result = await client.call_tool(step[direction]["tool"], step[direction]["arguments"])
+                result = await client.call_tool(
+                    step[direction]["tool"], step[direction]["arguments"]
+                )
                 jsonschema.validate(result.structured_content, schema)
                 step, text = header_and_body(result)
                 assert text == LONG_TEXT[step["range"][0] : step["range"][1]]
@@ -307,7 +342,9 @@ async def test_stale_cursor_says_stale_cursor(loaded: tuple[str, dict[str, Any]]
         cursor = first.structured_content["window"]["next_cursor"]
         next_uri = first.structured_content["resource"]["next_uri"]
         with Store.open(url) as store:
-            store.upsert_records(MAILBOX, MB, [{**body("long", LONG_TEXT + "!"), "charset": SECRET}])
+            store.upsert_records(
+                MAILBOX, MB, [{**body("long", LONG_TEXT + "!"), "charset": SECRET}]
+            )
         stale = await client.call_tool(
             "read_record_field", {"id": LONG, "field_path": "body_text", "cursor": cursor}
         )
@@ -326,7 +363,10 @@ async def test_small_text_is_inline_and_complete(loaded: tuple[str, dict[str, An
         read = await client.call_tool("read_record_field", {"id": SMALL, "field_path": "body_text"})
         header, text = header_and_body(read)
         assert (text, header["complete"], header["next"], header["previous"]) == (
-            "Lunch at noon?", True, None, None
+            "Lunch at noon?",
+            True,
+            None,
+            None,
         )
         assert read.structured_content["window"]["complete"] is True
         fetched = json_lines(await client.call_tool("fetch", {"id": SMALL}))
@@ -339,13 +379,14 @@ async def test_json_null_is_never_the_text_null(loaded: tuple[str, dict[str, Any
     async with connected(url, owner()) as client:
         fetched = await client.call_tool("fetch", {"id": SMALL})
         line = next(line for line in json_lines(fetched)[1:] if line["field"] == "body_html")
-        assert line["type"] == "null" and "text" not in line and "value" not in line
+        assert line["type"] == "null"
+        assert not {"text", "value"} & set(line)
         read = await client.call_tool("read_record_field", {"id": SMALL, "field_path": "body_html"})
         header, text = header_and_body(read)
         assert (header["type"], text) == ("null", "")
         assert read.structured_content["field"]["mime_type"] == "application/json"
         uri = read.structured_content["resource"]["uri"]
-        assert (await client.read_resource(uri)).contents[0].text == ""
+        assert resource_text(await client.read_resource(uri)) == ""
 
 
 async def test_binary_stays_metadata_only(loaded: tuple[str, dict[str, Any]]) -> None:
@@ -357,7 +398,9 @@ async def test_binary_stays_metadata_only(loaded: tuple[str, dict[str, Any]]) ->
         line = next(line for line in json_lines(fetched)[1:] if line["field"] == "blob_ref")
         assert line["metadata_only"] == "blob_ref"
         assert (line["mime_type"], line["size_bytes"], line["blob_id"]) == (
-            "application/pdf", len(BLOB_BYTES), blob_id
+            "application/pdf",
+            len(BLOB_BYTES),
+            blob_id,
         )
         assert line["blob"] == {"tool": "fetch", "arguments": {"id": f"pdpp://blob/{blob_id}"}}
         refused = await client.call_tool(
@@ -369,7 +412,7 @@ async def test_binary_stays_metadata_only(loaded: tuple[str, dict[str, Any]]) ->
         resource = await client.read_resource(f"pdpp://blob/{blob_id}")
         for result in (fetched, refused, meta):
             said += [texts(result), json.dumps(result.structured_content)]
-        said.append(resource.contents[0].text)
+        said.append(resource_text(resource))
     everything = "\n".join(said)
     assert "BLOBSECRETBYTES" not in everything
     assert base64.b64encode(BLOB_BYTES[:30]).decode()[:20] not in everything
@@ -381,15 +424,20 @@ async def test_an_ungranted_field_is_an_error_and_never_shown(
     url, _ = loaded
     said: list[str] = []
     async with connected(url, narrow()) as client:
-        refused = await client.call_tool("read_record_field", {"id": SMALL, "field_path": "charset"})
+        refused = await client.call_tool(
+            "read_record_field", {"id": SMALL, "field_path": "charset"}
+        )
         assert envelope_of(refused)["code"] == "field_not_granted"
         results = [refused]
         results.append(await client.call_tool("fetch", {"id": SMALL}))
         results.append(await client.call_tool("fetch", {"id": LONG}))
-        results.append(await client.call_tool("read_record_field", {"id": SMALL, "field_path": "body_text"}))
+        results.append(
+            await client.call_tool("read_record_field", {"id": SMALL, "field_path": "body_text"})
+        )
         for result in results:
             said += [texts(result), json.dumps(result.structured_content)]
-        said.append((await client.read_resource(f"pdpp://record/{_record_handle('small')}")).contents[0].text)
+        record_uri = f"pdpp://record/{_record_handle('small')}"
+        said.append(resource_text(await client.read_resource(record_uri)))
         fetched = json_lines(results[1])
         assert "charset" not in {line.get("field") for line in fetched[1:]}
     assert SECRET.lower() not in "\n".join(said).lower()
@@ -400,15 +448,24 @@ async def test_a_failing_resource_read_leaves_the_tool_path(
 ) -> None:
     url, _ = loaded
     async with connected(url, owner()) as client:
-        for uri in ("pdpp://field-window/AAAA", "pdpp://record/%%%", "https://example.com/x", "pdpp://blob/nope"):
+        for uri in (
+            "pdpp://field-window/AAAA",
+            "pdpp://record/%%%",
+            "https://example.com/x",
+            "pdpp://blob/nope",
+        ):
             with pytest.raises(MCPError) as raised:
                 await client.read_resource(uri)
             assert set(raised.value.error.data) == {"error"}
-        works = await client.call_tool("read_record_field", {"id": SMALL, "field_path": "body_text"})
+        works = await client.call_tool(
+            "read_record_field", {"id": SMALL, "field_path": "body_text"}
+        )
         assert header_and_body(works)[1] == "Lunch at noon?"
 
 
-async def test_unexpected_failures_are_the_fixed_envelope(loaded: tuple[str, dict[str, Any]]) -> None:
+async def test_unexpected_failures_are_the_fixed_envelope(
+    loaded: tuple[str, dict[str, Any]],
+) -> None:
     """An exception that is not a StoreError never reaches the client as its own text."""
     url, _ = loaded
 
@@ -418,7 +475,9 @@ async def test_unexpected_failures_are_the_fixed_envelope(loaded: tuple[str, dic
     store = await AsyncStore.open(url)
     try:
         async with Client(create_server(store, broken)) as client:
-            result = await client.call_tool("read_record_field", {"id": SMALL, "field_path": "body_text"})
+            result = await client.call_tool(
+                "read_record_field", {"id": SMALL, "field_path": "body_text"}
+            )
             assert envelope_of(result)["code"] == "internal_error"
             assert "SECRET-EXCEPTION-TEXT" not in texts(result)
             with pytest.raises(MCPError) as raised:
@@ -444,7 +503,13 @@ async def test_results_are_bounded_whatever_the_data(db_url: str) -> None:
         huge = f"{MAILBOX}/{MB}:huge"
         for arguments in (
             {"id": huge, "field_path": "body_text", "limit_chars": 16384},
-            {"id": huge, "field_path": "body_text", "q": "b😀a", "before_chars": 8192, "after_chars": 8192},
+            {
+                "id": huge,
+                "field_path": "body_text",
+                "q": "b😀a",
+                "before_chars": 8192,
+                "after_chars": 8192,
+            },
         ):
             result = await client.call_tool("read_record_field", arguments)
             assert len(texts(result)) <= 16384 + 2048
@@ -452,16 +517,17 @@ async def test_results_are_bounded_whatever_the_data(db_url: str) -> None:
         fetched = await client.call_tool("fetch", {"id": huge})
         assert len(texts(fetched)) <= 8192
         seen: list[str] = []
-        arguments: dict[str, Any] | None = {"id": f"{MAILBOX}/{MB}:wide"}
-        while arguments is not None:
-            page = await client.call_tool("fetch", arguments)
+        paging: dict[str, Any] | None = {"id": f"{MAILBOX}/{MB}:wide"}
+        while paging is not None:
+            page = await client.call_tool("fetch", paging)
             assert len(texts(page)) <= 48_000 + 4096
             assert len(json.dumps(page.structured_content)) <= 2 * 48_000 + 8192
             lines = json_lines(page)
             seen += [line["field"] for line in lines[1:]]
             following = lines[0]["next"]
-            arguments = None if following is None else following["arguments"]
-        assert sorted(seen) == sorted(wide) and len(seen) == len(set(seen))
+            paging = None if following is None else following["arguments"]
+        assert sorted(seen) == sorted(wide)
+        assert len(seen) == len(set(seen))
 
 
 # ---------------------------------------------------------------- renderers without a server
@@ -531,11 +597,35 @@ async def test_http_needs_a_bearer_token_and_applies_its_grant(
                 )
                 from mcp.client.streamable_http import streamable_http_client
 
-                async with http, Client(streamable_http_client("http://127.0.0.1/mcp", http_client=http)) as client:
-                    result = await client.call_tool("read_record_field", {"id": SMALL, "field_path": "charset"})
+                async with (
+                    http,
+                    Client(
+                        streamable_http_client("http://127.0.0.1/mcp", http_client=http)
+                    ) as client,
+                ):
+                    result = await client.call_tool(
+                        "read_record_field", {"id": SMALL, "field_path": "charset"}
+                    )
                     if shows:
                         assert header_and_body(result)[1] == SECRET
                     else:
                         assert envelope_of(result)["code"] == "field_not_granted"
     finally:
         await store.close()
+
+
+def test_the_core_and_the_cli_import_no_sdk() -> None:
+    """The `[server]` extra is optional: the package, its CLI and the MCP calls load without it."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; import pdpp_store, pdpp_store.cli, pdpp_store.evidence.text; "
+        "from pdpp_store.mcp import as_tool_call; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'starlette'));"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
