@@ -134,6 +134,18 @@ async def call(client: Any, tool: str, arguments: dict[str, Any]) -> Any:
 # ---------------------------------------------------------------- the four agents
 
 
+def _validator(schema: dict[str, Any] | None) -> Callable[[Any], None]:
+    """Validation against `schema` (compiled once), or nothing."""
+    if schema is None:
+        return lambda _: None
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def validate(instance: Any) -> None:
+        validator.validate(instance)
+
+    return validate
+
+
 async def content_only(client: Any, q: str) -> Walk:
     found = json_lines(await call(client, "search", {"q": f'"{q}"'}))
     evidence = [line for line in found[1:] if "evidence" in line]
@@ -169,8 +181,8 @@ async def structured_only(client: Any, q: str, schema: dict[str, Any] | None = N
     first = (
         await call(client, read["tool"], {**read["arguments"], "limit_chars": PAGE})
     ).structured_content
-    if schema is not None:
-        jsonschema.validate(first, schema)
+    check = _validator(schema)
+    check(first)
     pieces = Pieces(first["field"]["size_chars"])
     window = first["window"]
     pieces.add(window["start_chars"], window["end_chars"], window["text"])
@@ -185,8 +197,7 @@ async def structured_only(client: Any, q: str, schema: dict[str, Any] | None = N
                 "cursor": step["window"][cursor_key],
             }
             step = (await call(client, "read_record_field", arguments)).structured_content
-            if schema is not None:
-                jsonschema.validate(step, schema)
+            check(step)
             window = step["window"]
             pieces.add(window["start_chars"], window["end_chars"], window["text"])
             calls += 1
@@ -222,14 +233,12 @@ async def full(client: Any, q: str, schema: dict[str, Any] | None = None) -> Wal
     assert evidence["evidence"] == excerpt["preview_text"]
     read = excerpt["call"]
     step = await call(client, read["tool"], {**read["arguments"], "limit_chars": PAGE})
-    pieces: Pieces | None = None
-    match = None
     calls = 2
+    validate = _validator(schema)
 
     async def check(step: Any) -> dict[str, Any]:
         data: dict[str, Any] = step.structured_content
-        if schema is not None:
-            jsonschema.validate(data, schema)
+        validate(data)
         header, text = header_and_body(step)
         window = data["window"]
         assert text == window["text"]

@@ -1,4 +1,4 @@
-"""The MCP server over an `AsyncStore`: its tools, three resource templates, one grant source.
+"""The MCP server over an `AsyncStore`: four tools, three resource templates, one grant source.
 
 Rules:
 1. Each tool handler checks its arguments' names, makes one library call and renders its card
@@ -125,9 +125,29 @@ async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> type
     return render.record_result(view, offset)
 
 
+async def search(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
+    args = _arguments(raw, ("q", "streams", "connection_id", "limit", "cursor"))
+    query = {
+        name: args[name] for name in ("streams", "connection_id", "limit", "cursor") if name in args
+    }
+    page = await store.search(grant, _string(args, "q"), **query)
+    following = None
+    if page.next_cursor is not None:
+        arguments = {**args, "cursor": page.next_cursor}
+        following = {"operation": "search", "arguments": arguments, "resource_uri": None}
+    return render.search_result(page, following)
+
+
+async def schema(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
+    _arguments(raw, ())
+    return render.schema_result(await store.describe_grant(grant))
+
+
 HANDLERS: dict[str, Handler] = {
+    "search": search,
     "fetch": fetch,
     "read_record_field": read_record_field,
+    "schema": schema,
 }
 
 

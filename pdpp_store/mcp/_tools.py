@@ -172,6 +172,16 @@ _ANNOTATIONS = types.ToolAnnotations(
 
 TOOLS: list[types.Tool] = [
     types.Tool(
+        name="search",
+        title="Search the granted data",
+        description="Find records whose searchable granted fields contain every term. Each hit "
+        "shows proven evidence: the matched field, the match's offsets, a short preview, and the "
+        "read_record_field call that reads around it. A hit marked metadata_only has no proven "
+        "text match. " + _LADDER,
+        input_schema=SEARCH_INPUT,
+        annotations=_ANNOTATIONS,
+    ),
+    types.Tool(
         name="fetch",
         title="Fetch one record",
         description="One record by id: its granted fields, short ones whole, long text as a "
@@ -190,6 +200,14 @@ TOOLS: list[types.Tool] = [
         "Binary fields are refused with their metadata.",
         input_schema=READ_RECORD_FIELD_INPUT,
         output_schema=READ_RECORD_FIELD_OUTPUT,
+        annotations=_ANNOTATIONS,
+    ),
+    types.Tool(
+        name="schema",
+        title="What the grant covers",
+        description="The granted streams and fields: type, whether text or binary, and which "
+        "fields search looks at.",
+        input_schema=SCHEMA_INPUT,
         annotations=_ANNOTATIONS,
     ),
 ]

@@ -177,7 +177,7 @@ async def test_tools_list_is_the_contract_and_fits_the_budget(sqlite_db_url: str
     wire = json.dumps(listed.model_dump(by_alias=True, exclude_none=True, mode="json"))
     assert len(wire.encode()) <= 24_576
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == {"fetch", "read_record_field"}
+    assert set(tools) == {"search", "fetch", "read_record_field", "schema"}
     for tool in tools.values():
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is True
@@ -622,7 +622,8 @@ def test_the_core_and_the_cli_import_no_sdk() -> None:
     probe = (
         "import sys; import pdpp_store, pdpp_store.cli, pdpp_store.evidence.text; "
         "from pdpp_store.mcp import as_tool_call; "
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'starlette'));"
+        "sdk = ('mcp', 'mcp_types', 'starlette'); "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in sdk); "
         "print(bad); sys.exit(1 if bad else 0)"
     )
     done = subprocess.run(
