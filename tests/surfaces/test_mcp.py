@@ -630,3 +630,20 @@ def test_the_core_and_the_cli_import_no_sdk() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_mcp_command_needs_one_way_to_serve(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from pdpp_store.cli import cli
+
+    grant = tmp_path / "grant.json"
+    grant.write_text(json.dumps({"grant_id": "g", "streams": [{"name": MB}]}))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    for arguments in ([], ["--http"], ["--grant", str(grant), "--http"], ["--tokens", str(grant)]):
+        outcome = CliRunner().invoke(cli, ["--db", url, "mcp", *arguments])
+        assert outcome.exit_code == 2, (arguments, outcome.output)
+    bad = tmp_path / "tokens.json"
+    bad.write_text("[]")
+    outcome = CliRunner().invoke(cli, ["--db", url, "mcp", "--http", "--tokens", str(bad)])
+    assert outcome.exit_code == 2
