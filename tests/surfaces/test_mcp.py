@@ -632,18 +632,53 @@ def test_the_core_and_the_cli_import_no_sdk() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_mcp_command_needs_one_way_to_serve(tmp_path: Any) -> None:
+def test_the_mcp_command_needs_a_grant(tmp_path: Any) -> None:
     from click.testing import CliRunner
 
     from pdpp_store.cli import cli
 
-    grant = tmp_path / "grant.json"
-    grant.write_text(json.dumps({"grant_id": "g", "streams": [{"name": MB}]}))
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    for arguments in ([], ["--http"], ["--grant", str(grant), "--http"], ["--tokens", str(grant)]):
-        outcome = CliRunner().invoke(cli, ["--db", url, "mcp", *arguments])
-        assert outcome.exit_code == 2, (arguments, outcome.output)
-    bad = tmp_path / "tokens.json"
-    bad.write_text("[]")
-    outcome = CliRunner().invoke(cli, ["--db", url, "mcp", "--http", "--tokens", str(bad)])
-    assert outcome.exit_code == 2
+    outcome = CliRunner().invoke(cli, ["--db", url, "mcp"])
+    assert outcome.exit_code == 2, outcome.output
+    bad = tmp_path / "grant.json"
+    bad.write_text(json.dumps({"streams": []}))
+    outcome = CliRunner().invoke(cli, ["--db", url, "mcp", "--grant", str(bad)])
+    assert outcome.exit_code == 1
+    assert json.loads(outcome.output.strip().splitlines()[-1])["error"]["code"] == "invalid_grant"
+
+
+async def test_the_rest_server_serves_mcp_at_slash_mcp(loaded: tuple[str, dict[str, Any]]) -> None:
+    """`pdpp-store serve` mounts this server at /mcp with the same tokens."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    from pdpp_store.rest import create_app
+
+    url, _ = loaded
+    store = await AsyncStore.open(url)
+    tokens = {"tok-narrow-0123456789": narrow()}
+    app = create_app(store, tokens, mcp_app=http_app(store, tokens))
+    try:
+        async with app.router.lifespan_context(app):
+            base = "http://127.0.0.1"
+            async with httpx2.AsyncClient(
+                transport=httpx2.ASGITransport(app=app), base_url=base
+            ) as raw:
+                answer = await raw.post("/mcp/", json={})
+                assert answer.status_code == 401
+                assert answer.headers["www-authenticate"].startswith("Bearer")
+            http = httpx2.AsyncClient(
+                transport=httpx2.ASGITransport(app=app),
+                base_url=base,
+                headers={"Authorization": "Bearer tok-narrow-0123456789"},
+            )
+            async with http, Client(streamable_http_client(f"{base}/mcp/", http_client=http)) as c:
+                refused = await c.call_tool(
+                    "read_record_field", {"id": SMALL, "field_path": "charset"}
+                )
+                assert envelope_of(refused)["code"] == "field_not_granted"
+                read = await c.call_tool(
+                    "read_record_field", {"id": SMALL, "field_path": "body_text"}
+                )
+                assert header_and_body(read)[1] == "Lunch at noon?"
+    finally:
+        await store.close()
