@@ -682,3 +682,36 @@ async def test_the_rest_server_serves_mcp_at_slash_mcp(loaded: tuple[str, dict[s
                 assert header_and_body(read)[1] == "Lunch at noon?"
     finally:
         await store.close()
+
+
+def test_the_mcp_surface_imports_only_public_names() -> None:
+    import ast
+    from pathlib import Path
+
+    import pdpp_store
+
+    folder = Path(pdpp_store.__file__).parent / "mcp"
+    modules = sorted(folder.glob("*.py"))
+    own = {path.stem for path in modules}
+    wrong = []
+    for module in modules:
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                names = ["." * node.level + (node.module or "")]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                if name == ".":
+                    ok = True  # `from . import _render`: the package's own modules
+                elif name.startswith("."):
+                    ok = not name.startswith("..") and name.lstrip(".").split(".")[0] in own
+                else:
+                    ok = not name.startswith("pdpp_store") or name in {
+                        "pdpp_store",
+                        "pdpp_store.evidence",
+                    }
+                if not ok:
+                    wrong.append(f"{module.name}: {name}")
+    assert len(modules) >= 5
+    assert wrong == []
