@@ -715,3 +715,49 @@ def test_the_mcp_surface_imports_only_public_names() -> None:
                     wrong.append(f"{module.name}: {name}")
     assert len(modules) >= 5
     assert wrong == []
+
+
+async def test_mcp_reads_what_the_library_reads(loaded: tuple[str, dict[str, Any]]) -> None:
+    """Parity: a window through MCP is the library's window (text, offsets, the same cursors),
+    in both channels, and its continuations are the library's continuations as tool calls."""
+    url, _ = loaded
+    reads: list[dict[str, Any]] = [
+        {"offset_chars": 0, "limit_chars": 300},
+        {"offset_chars": 4900, "limit_chars": 300},
+        {"q": LONG_TEXT[2500:2508], "before_chars": 30, "after_chars": 40},
+        {"offset_chars": 10**7},
+    ]
+    store = await AsyncStore.open(url)
+    try:
+        async with Client(create_server(store, owner())) as client:
+            for selector in reads:
+                window = await store.read_field_window(owner(), LONG, "body_text", **selector)
+                result = await client.call_tool(
+                    "read_record_field", {"id": LONG, "field_path": "body_text", **selector}
+                )
+                got = result.structured_content["window"]
+                assert got["text"] == window.text
+                assert (got["start_chars"], got["end_chars"]) == (
+                    window.start_chars,
+                    window.end_chars,
+                )
+                assert (got["next_cursor"], got["previous_cursor"]) == (
+                    window.next_cursor,
+                    window.previous_cursor,
+                )
+                header, text = header_and_body(result)
+                assert (header["range"], text) == (
+                    [window.start_chars, window.end_chars],
+                    window.text,
+                )
+                for key, cursor in (
+                    ("next", window.next_cursor),
+                    ("previous", window.previous_cursor),
+                ):
+                    expected = None
+                    if cursor is not None:
+                        arguments = {"id": LONG, "field_path": "body_text", "cursor": cursor}
+                        expected = {"tool": "read_record_field", "arguments": arguments}
+                    assert header[key] == expected
+    finally:
+        await store.close()
