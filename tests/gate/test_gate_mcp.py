@@ -158,6 +158,11 @@ def test_property_no_mcp_answer_shows_what_the_grant_excludes(
         data.draw(requests(grant_dict), label="request")
         for _ in range(data.draw(st.integers(1, 6), label="requests"))
     ]
+    check_mcp(served, grant_dict, asks)
+
+
+def check_mcp(served: Served, grant_dict: GrantDict, asks: list[tuple[str, Any, str]]) -> None:
+    """Rules 1 and 2 of the module for `asks` under `grant_dict`."""
     sent = json.dumps(asks, ensure_ascii=False).lower() + json.dumps(grant_dict).lower()
     secret = [c for c in forbidden(grant_dict) if c.lower() not in sent]
     with BoundaryAudit(served.store.engine) as audit:
@@ -169,6 +174,23 @@ def test_property_no_mcp_answer_shows_what_the_grant_excludes(
     cells = "".join(v if isinstance(v, str) else "" for v in audit.values).lower()
     crossed = [c for c in secret if c.lower() in cells]
     assert not crossed, f"unauthorized canary crossed into Python: {crossed}; {asks}"
+
+
+def test_the_mcp_check_bites(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Proof 3: a server that answers under another grant than the request's (here the owner's)
+    fails `check_mcp`, for the right reason."""
+    from pdpp_store.mcp import _server
+
+    narrow = {"grant_id": "g-n", "streams": [{"name": "message_bodies", "fields": ["id"]}]}
+    key = next(k for k in DATASET.records if k[1] == "message_bodies" and k[2] == "b04")
+    asks: list[tuple[str, Any, str]] = [
+        ("tool", ("fetch", {"id": f"{key[0]}/{key[1]}:{key[2]}"}), "")
+    ]
+    check_mcp(served, narrow, asks)  # the real server passes
+    everything = Grant.from_dict({"grant_id": "g-all", "streams": [{"name": s} for s in STREAMS]})
+    monkeypatch.setattr(_server, "_grant_of", lambda source, ctx: everything)
+    with pytest.raises(AssertionError, match="unauthorized canary in an MCP answer"):
+        check_mcp(served, narrow, asks)
 
 
 def test_the_mcp_check_sees_authorized_canaries(served: Served) -> None:
