@@ -18,7 +18,13 @@ from ._core.errors import (
 from ._core.fields import FieldKind
 from ._core.folding import fold
 from ._core.grants import Grant, StreamGrant, TimeConstraint
-from ._core.identity import FieldWindowRef, RecordRef, UnscopedRecordRef, parse_record_ref
+from ._core.identity import (
+    FieldWindowRef,
+    RecordRef,
+    UnscopedRecordRef,
+    parse_field_window_uri,
+    parse_record_ref,
+)
 from ._core.selector import SELECTOR_ARGS, SelectorArg, SelectorArgs
 from ._core.tokens import load_tokens, tokens_from_dict
 from ._store import AsyncStore, Store
@@ -77,6 +83,7 @@ __all__ = [
     "UpsertResult",
     "fold",
     "load_tokens",
+    "parse_field_window_uri",
     "parse_record_ref",
     "tokens_from_dict",
 ]

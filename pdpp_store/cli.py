@@ -15,6 +15,7 @@
     pdpp-store [--db URL] search Q --grant FILE               Store.search
     pdpp-store [--db URL] grant describe --grant FILE         Store.describe_grant
     pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.rest.run
+    pdpp-store [--db URL] mcp --grant FILE                    pdpp_store.mcp.serve_stdio
     pdpp-store demo [--db URL | --dir DIR]                    demo.run_demo
 
 Rules:
@@ -35,6 +36,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -50,6 +52,7 @@ from click.core import ParameterSource
 
 from . import (
     SELECTOR_ARGS,
+    AsyncStore,
     BadRequest,
     FieldWindow,
     FieldWindowRef,
@@ -601,6 +604,33 @@ def demo(ctx: click.Context, url: str | None, directory: Path | None) -> None:
         with tempfile.TemporaryDirectory(prefix="pdpp-store-demo-") as temporary:
             run_demo(f"sqlite:///{Path(temporary) / 'demo.db'}", click.echo)
         click.echo("(the demo's database was temporary and is gone; --dir DIR keeps it)")
+
+
+@cli.command()
+@click.option(
+    "--grant",
+    "grant_file",
+    type=click.File("rb"),
+    required=True,
+    metavar="FILE.json",
+    help="The PDPP grant every request is answered under.",
+)
+@click.pass_context
+def mcp(ctx: click.Context, grant_file: IO[bytes]) -> None:
+    """Serve MCP over stdio (for an MCP host's command + args), under the grant of --grant.
+
+    Over HTTP, `pdpp-store serve` serves the same server at /mcp with bearer tokens. Needs the
+    server extra: pip install 'pdpp-store[server]'.
+    """
+    grant = Grant.from_dict(_load_json(grant_file, "'--grant'"))
+    asyncio.run(_serve_stdio(ctx.find_root().params["db"], grant))
+
+
+async def _serve_stdio(url: str, grant: Grant) -> None:
+    from .mcp import serve_stdio
+
+    async with await AsyncStore.open(url) as store:
+        await serve_stdio(store, grant)
 
 
 def main() -> None:

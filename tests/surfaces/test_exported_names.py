@@ -44,6 +44,7 @@ PUBLIC = [
     "UpsertResult",
     "fold",
     "load_tokens",
+    "parse_field_window_uri",
     "parse_record_ref",
     "tokens_from_dict",
 ]

@@ -1,0 +1,339 @@
+"""Cards as text for a reader that sees nothing else (an agent's `content[]`, `--format text`).
+
+Every function takes a card's JSON rendering (`to_dict()`) and returns a string whose first line
+is a compact JSON header and whose rest is what the card shows. The surfaces pass `call`, which
+turns a continuation (`Continuation.to_dict()`) into the call a reader of that surface makes
+(an MCP tool call, a command line), or `None` when the surface has no call for it.
+
+Rules:
+1. Self-sufficient: whatever a card omits, truncates or names is followed by the exact call that
+   reads it, so a reader of the text alone never meets a dead end.
+2. Exact: a window's text follows its header line verbatim, after the first newline, so pieces
+   can be joined back into the field by their ranges. Everything else is one JSON object per
+   line (compact, non-ASCII kept), so no stored text can pass for structure.
+3. Honest: a JSON `null` is said to have no value (never the text "null"); a metadata-only
+   (binary) field shows its metadata and never its bytes; a search hit without proven evidence
+   says so and shows no text.
+4. Bounded: a record is shown a page of fields at a time (`page_record`), at most
+   `RECORD_BUDGET_CHARS` of rendered fields per page, with the call for the next page.
+5. No surface here: no tool names, no routes; those come from `call`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pdpp_store._core.identity import FieldWindowRef, RecordRef, parse_record_ref
+
+__all__ = [
+    "METADATA_ONLY_NOTE",
+    "NO_EVIDENCE_NOTE",
+    "NULL_NOTE",
+    "RECORD_BUDGET_CHARS",
+    "CallFormatter",
+    "RecordPage",
+    "blob_text",
+    "compact",
+    "error_text",
+    "page_record",
+    "record_argument",
+    "record_page_continuation",
+    "record_text",
+    "schema_text",
+    "search_text",
+    "window_continuations",
+    "window_text",
+]
+
+CallFormatter = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
+"""A continuation (`Continuation.to_dict()`) to the call that performs it on one surface."""
+
+RECORD_BUDGET_CHARS = 48_000
+"""Rendered field lines per page of a record: a wide record comes back in several pages."""
+
+NULL_NOTE = "JSON null: the field holds no value"
+METADATA_ONLY_NOTE = "binary: metadata only, its bytes are not shown"
+NO_EVIDENCE_NOTE = "metadata only: no text match was proven in a field you can read"
+
+
+def compact(value: Any) -> str:
+    """One line of JSON: no spaces, non-ASCII kept, newlines escaped."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def record_argument(connection_id: str, stream: str, record_id: str) -> str:
+    """How a continuation names a record: its self-contained id, or its `pdpp://record/` URI when
+    the id would not parse back to the same record (a stream holding ':')."""
+    ref = RecordRef(connection_id, stream, record_id)
+    return ref.id if parse_record_ref(ref.id) == ref else ref.uri
+
+
+# ---------------------------------------------------------------- windows
+
+
+def _window_read(window: Mapping[str, Any], cursor: str | None) -> dict[str, Any] | None:
+    if cursor is None:
+        return None
+    ref = RecordRef(window["connection_id"], window["stream"], window["record_id"])
+    path = window["field"]["path"]
+    arguments = {
+        "record": record_argument(ref.connection_id, ref.stream, ref.record_id),
+        "field": path,
+        "cursor": cursor,
+    }
+    uri = FieldWindowRef(ref, path, cursor=cursor).uri
+    return {"operation": "read_field_window", "arguments": arguments, "resource_uri": uri}
+
+
+def window_continuations(
+    window: Mapping[str, Any],
+) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """The continuations of a window card that read the next and the previous windows."""
+    body = window["window"]
+    after = window.get("next", _window_read(window, body["next_cursor"]))
+    before = window.get("previous", _window_read(window, body["previous_cursor"]))
+    return after, before
+
+
+def _optional_call(call: CallFormatter, continuation: Mapping[str, Any] | None) -> Any:
+    return None if continuation is None else call(continuation)
+
+
+def window_text(window: Mapping[str, Any], call: CallFormatter) -> str:
+    """A field window: the header line, then the window's text verbatim."""
+    body, field = window["window"], window["field"]
+    after, before = window_continuations(window)
+    header: dict[str, Any] = {
+        "id": record_argument(window["connection_id"], window["stream"], window["record_id"]),
+        "field_path": field["path"],
+        "type": field["type"],
+        "range": [body["start_chars"], body["end_chars"]],
+        "total_chars": body["total_chars"],
+        "complete": body["complete"],
+    }
+    if body["match_start_chars"] is not None:
+        header["match"] = [body["match_start_chars"], body["match_end_chars"]]
+    header["next"] = _optional_call(call, after)
+    header["previous"] = _optional_call(call, before)
+    warnings = window.get("meta", {}).get("warnings") or []
+    if warnings:
+        header["warnings"] = warnings
+    if field["type"] == "null":
+        header["note"] = NULL_NOTE
+        return compact(header) + "\n"
+    text: str = body["text"]
+    return compact(header) + "\n" + text
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class RecordPage:
+    """Some of a record's fields (in path order), from `offset`, and where the next page starts."""
+
+    record: dict[str, Any]
+    """The record card with only this page's fields in `data` and `content_ladder`."""
+    total: int
+    offset: int
+    shown: int
+    lines: tuple[dict[str, Any], ...]
+    """One line per shown field, continuations still as the card gives them."""
+
+    @property
+    def next_offset(self) -> int | None:
+        end = self.offset + self.shown
+        return end if end < self.total else None
+
+
+def _field_line(path: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """What a reader is told about one field of a record card."""
+    ladder = record.get("content_ladder", {}).get(path)
+    data = record.get("data", {})
+    if ladder is None:
+        value = data[path]
+        if value is None:
+            return {"field": path, "type": "null", "complete": True, "note": NULL_NOTE}
+        if isinstance(value, str):
+            return {
+                "field": path,
+                "type": "string",
+                "size_chars": len(value),
+                "complete": True,
+                "text": value,
+            }
+        return {"field": path, "type": _json_type(value), "complete": True, "value": value}
+    line: dict[str, Any] = {"field": path, "type": ladder["type"]}
+    if ladder["preview_status"] == "truncated":
+        shown = ladder.get("preview_chars", 0)
+        line.update(size_chars=ladder["size_chars"], complete=False, range=[0, shown])
+        if path in data and isinstance(data[path], str):
+            line["text"] = data[path]
+        elif ladder.get("preview") is not None:
+            line["preview"] = ladder["preview"]
+        if ladder.get("item_count") is not None:
+            line["item_count"] = ladder["item_count"]
+        line["digest"] = ladder["digest"]
+        line["next"] = ladder.get("read")
+        return line
+    line["metadata_only"] = ladder.get("binary_kind", ladder["preview_status"])
+    for key in ("mime_type", "size_bytes", "digest", "blob_id"):
+        if ladder.get(key) is not None:
+            line[key] = ladder[key]
+    export = ladder.get("export_uri")
+    if export is not None:
+        line["blob"] = {
+            "operation": "blob_info",
+            "arguments": {"blob_id": ladder["blob_id"]},
+            "resource_uri": export,
+        }
+    line["note"] = METADATA_ONLY_NOTE
+    return line
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def page_record(
+    record: Mapping[str, Any], offset: int = 0, budget: int = RECORD_BUDGET_CHARS
+) -> RecordPage:
+    """The page of a record card's fields that starts at `offset` (at least one field, then as
+    many as fit in `budget` characters of rendered lines)."""
+    paths = sorted({*record.get("data", {}), *record.get("content_ladder", {})})
+    start = min(max(offset, 0), len(paths))
+    lines: list[dict[str, Any]] = []
+    used = 0
+    for path in paths[start:]:
+        line = _field_line(path, record)
+        size = len(compact(line))
+        if lines and used + size > budget:
+            break
+        lines.append(line)
+        used += size
+    chosen = {line["field"] for line in lines}
+    pruned = dict(record)
+    pruned["data"] = {k: v for k, v in record.get("data", {}).items() if k in chosen}
+    pruned["content_ladder"] = {
+        k: v for k, v in record.get("content_ladder", {}).items() if k in chosen
+    }
+    return RecordPage(pruned, len(paths), start, len(lines), tuple(lines))
+
+
+def record_page_continuation(page: RecordPage) -> dict[str, Any] | None:
+    """The continuation that reads the next page of fields, if there is one."""
+    if page.next_offset is None:
+        return None
+    record = page.record
+    argument = record_argument(record["connection_id"], record["stream"], record["record_id"])
+    return {
+        "operation": "read_record",
+        "arguments": {"record": argument, "fields_offset": page.next_offset},
+        "resource_uri": None,
+    }
+
+
+def record_text(page: RecordPage, call: CallFormatter) -> str:
+    """A page of a record: the header line, then one line per field."""
+    record = page.record
+    header = {
+        "id": record_argument(record["connection_id"], record["stream"], record["record_id"]),
+        "stream": record["stream"],
+        "revision": record["revision"],
+        "fields": page.total,
+        "shown": [page.offset, page.offset + page.shown],
+        "next": _optional_call(call, record_page_continuation(page)),
+    }
+    out = [compact(header)]
+    for line in page.lines:
+        rendered = dict(line)
+        for key in ("next", "blob"):
+            if key in rendered:
+                rendered[key] = _optional_call(call, rendered[key])
+        out.append(compact(rendered))
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- search, schema, blobs, errors
+
+
+def search_text(
+    page: Mapping[str, Any], call: CallFormatter, next_page: Mapping[str, Any] | None = None
+) -> str:
+    """A page of search hits: the header line, then per hit one line per proven excerpt (the
+    evidence first, then where it is and the call that reads around it), or one line saying
+    that only metadata matched."""
+    hits = page["data"]
+    header = {
+        "results": len(hits),
+        "has_more": page["has_more"],
+        "next": _optional_call(call, next_page),
+    }
+    out = [compact(header)]
+    for hit in hits:
+        excerpts = hit.get("evidence_excerpts") or []
+        if not excerpts:
+            fetch = {
+                "operation": "read_record",
+                "arguments": {"record": hit["id"]},
+                "resource_uri": None,
+            }
+            line = {
+                "id": hit["id"],
+                "metadata_only": True,
+                "note": NO_EVIDENCE_NOTE,
+                "fetch": call(fetch),
+            }
+            out.append(compact(line))
+            continue
+        for excerpt in excerpts:
+            line = {
+                "evidence": excerpt["preview_text"],
+                "id": hit["id"],
+                "field_path": excerpt["field_path"],
+                "match": [excerpt["match_start_chars"], excerpt["match_end_chars"]],
+                "range": [excerpt["start_chars"], excerpt["end_chars"]],
+                "total_chars": excerpt["total_chars"],
+                "read": call(excerpt["read"]),
+            }
+            out.append(compact(line))
+    return "\n".join(out)
+
+
+def schema_text(schema: Mapping[str, Any]) -> str:
+    """What a grant lets a reader see: the header line, then one line per stream."""
+    streams = schema.get("streams", [])
+    out = [compact({"grant_id": schema.get("grant_id"), "streams": len(streams)})]
+    for stream in streams:
+        line = {
+            "stream": stream["name"],
+            "connections": stream.get("connection_ids", []),
+            "searchable": stream.get("searchable_fields", []),
+            "fields": [
+                [f["path"], f["type"], "text" if f["text_like"] else "binary"]
+                for f in stream.get("fields", [])
+            ],
+        }
+        out.append(compact(line))
+    return "\n".join(out)
+
+
+def blob_text(blob: Mapping[str, Any]) -> str:
+    """A blob's metadata (its bytes are never shown as text)."""
+    return compact({**blob, "note": METADATA_ONLY_NOTE})
+
+
+def error_text(envelope: Mapping[str, Any]) -> str:
+    """An error: its envelope, on one line."""
+    return compact(envelope)

@@ -1,0 +1,254 @@
+"""The MCP server over an `AsyncStore`: four tools, three resource templates, one grant source.
+
+Rules:
+1. Each tool handler checks its arguments' names, makes one library call and renders its card
+   (`_render`). The store enforces everything else: grants, selectors, ids, bounds.
+2. The grant comes from the request, never from an id, URI or cursor: a fixed `Grant` (stdio),
+   or a function of the transport's request (HTTP: the bearer token's grant).
+3. Nothing escapes a handler: a `StoreError` is its envelope (an `isError` tool result, or for
+   `resources/read` a JSON-RPC error carrying the envelope as data); any other exception is the
+   fixed `internal_error` envelope and is logged by type only (its text may quote data).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from pdpp_store import (
+    AsyncStore,
+    BadRequest,
+    FieldWindow,
+    Grant,
+    RecordRef,
+    StoreError,
+    parse_field_window_uri,
+)
+
+from . import _render as render
+from ._tools import RESOURCE_TEMPLATES, TOOLS
+
+__all__ = ["GrantSource", "create_server"]
+
+log = logging.getLogger("pdpp_store.mcp")
+
+GrantSource = Grant | Callable[[Any], Grant]
+"""A fixed grant, or a function from the transport's request (`None` in-process and over
+stdio; a Starlette request over HTTP) to the grant of that request."""
+
+FIELD_WINDOW_PREFIX = "pdpp://field-window/"
+RECORD_PREFIX = "pdpp://record/"
+BLOB_PREFIX = "pdpp://blob/"
+_IDENTITY = ("connection_id", "stream", "record_id")
+_SELECTOR = ("cursor", "offset_chars", "limit_chars", "q", "before_chars", "after_chars")
+
+Handler = Callable[[AsyncStore, Grant, Mapping[str, Any]], Awaitable[types.CallToolResult]]
+
+
+def _invalid(param: str, message: str) -> BadRequest:
+    return BadRequest("invalid_request", message, param=param)
+
+
+def _arguments(raw: object, accepted: frozenset[str] | tuple[str, ...]) -> dict[str, Any]:
+    """The call's arguments without nulls; an unknown name is `invalid_request` naming it."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise _invalid("arguments", "arguments must be an object")
+    for name in sorted(raw):
+        if name not in accepted:
+            raise _invalid(name, f"unknown argument {name!r}; accepted: {', '.join(accepted)}")
+    return {name: value for name, value in raw.items() if value is not None}
+
+
+def _string(args: Mapping[str, Any], name: str) -> str:
+    value = args.get(name)
+    if not isinstance(value, str) or not value:
+        raise _invalid(name, f"{name} must be a non-empty string")
+    return value
+
+
+# ---------------------------------------------------------------- tools
+
+
+async def read_record_field(
+    store: AsyncStore, grant: Grant, raw: Mapping[str, Any]
+) -> types.CallToolResult:
+    args = _arguments(raw, ("id", *_IDENTITY, "field_path", *_SELECTOR))
+    selector = {name: args[name] for name in _SELECTOR if name in args}
+    record: RecordRef | str
+    field = args.get("field_path")
+    connection_id = args.get("connection_id")
+    if "id" in args:
+        for name in ("stream", "record_id"):
+            if name in args:
+                raise _invalid(name, "give id, or connection_id, stream and record_id: not both")
+        record = _string(args, "id")
+        if record.startswith(FIELD_WINDOW_PREFIX):
+            named = parse_field_window_uri(record, param="id")
+            if field is not None and field != named.field:
+                raise _invalid("field_path", "field_path names another field than the id's URI")
+            record, field = named.record, named.field
+            selector = selector or dict(named.selector())
+    else:
+        missing = [name for name in _IDENTITY if name not in args]
+        if missing:
+            raise _invalid(missing[0], "give id, or all of connection_id, stream and record_id")
+        record = RecordRef(args["connection_id"], args["stream"], args["record_id"])
+        connection_id = None
+    if field is None:
+        raise _invalid("field_path", "field_path is required")
+    window = await store.read_field_window(
+        grant, record, field, connection_id=connection_id, **selector
+    )
+    return render.window_result(window, selector.get("q"))
+
+
+async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
+    args = _arguments(raw, ("id", "connection_id", "fields_offset"))
+    target = _string(args, "id")
+    offset = args.get("fields_offset", 0)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise _invalid("fields_offset", "fields_offset must be an integer >= 0")
+    if target.startswith(BLOB_PREFIX):
+        return render.blob_result(await store.blob_info(grant, target.removeprefix(BLOB_PREFIX)))
+    if target.startswith(FIELD_WINDOW_PREFIX):
+        window = await store.read_resource(grant, target)
+        assert isinstance(window, FieldWindow)
+        return render.window_result(window)
+    view = await store.read_record(grant, target, connection_id=args.get("connection_id"))
+    return render.record_result(view, offset)
+
+
+async def search(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
+    args = _arguments(raw, ("q", "streams", "connection_id", "limit", "cursor"))
+    query = {
+        name: args[name] for name in ("streams", "connection_id", "limit", "cursor") if name in args
+    }
+    page = await store.search(grant, _string(args, "q"), **query)
+    following = None
+    if page.next_cursor is not None:
+        arguments = {**args, "cursor": page.next_cursor}
+        following = {"operation": "search", "arguments": arguments, "resource_uri": None}
+    return render.search_result(page, following)
+
+
+async def schema(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
+    _arguments(raw, ())
+    return render.schema_result(await store.describe_grant(grant))
+
+
+HANDLERS: dict[str, Handler] = {
+    "search": search,
+    "fetch": fetch,
+    "read_record_field": read_record_field,
+    "schema": schema,
+}
+
+
+# ---------------------------------------------------------------- resources
+
+
+async def read_resource(store: AsyncStore, grant: Grant, uri: str) -> types.ReadResourceResult:
+    if uri.startswith(BLOB_PREFIX):
+        return render.blob_contents(
+            await store.blob_info(grant, uri.removeprefix(BLOB_PREFIX)), uri
+        )
+    if not uri.startswith((RECORD_PREFIX, FIELD_WINDOW_PREFIX)):
+        raise _invalid("uri", "not a pdpp:// record, field-window or blob URI")
+    found = await store.read_resource(grant, uri)
+    if isinstance(found, FieldWindow):
+        return render.window_contents(found, uri)
+    return render.record_contents(found, uri)
+
+
+_JSONRPC_CODE = {400: types.INVALID_PARAMS, 403: types.INVALID_PARAMS, 404: -32002}
+
+
+def _resource_error(error: StoreError) -> MCPError:
+    code = _JSONRPC_CODE.get(error.http_status, types.INVALID_PARAMS)
+    if error.http_status >= 500:
+        code = types.INTERNAL_ERROR
+    return MCPError(code=code, message=error.message, data=error.to_dict())
+
+
+# ---------------------------------------------------------------- the server
+
+
+def _grant_of(source: GrantSource, ctx: ServerRequestContext[Any, Any]) -> Grant:
+    return source if isinstance(source, Grant) else source(ctx.request)
+
+
+def create_server(
+    store: AsyncStore, grant: GrantSource, *, name: str = "pdpp-store"
+) -> Server[Any]:
+    """The MCP server over `store`, answering under `grant` (see the module's rules)."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=TOOLS)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            handler = HANDLERS.get(params.name)
+            if handler is None:
+                raise _invalid("name", f"unknown tool {params.name!r}")
+            return await handler(store, _grant_of(grant, ctx), params.arguments or {})
+        except StoreError as error:
+            return render.error_result(error)
+        except Exception as error:  # rule 3: never an exception's text
+            log.error("tool %s failed: %s", params.name, type(error).__name__)
+            return render.error_result(render.INTERNAL_ERROR)
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=RESOURCE_TEMPLATES)
+
+    async def on_read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        try:
+            return await read_resource(store, _grant_of(grant, ctx), str(params.uri))
+        except StoreError as error:
+            raise _resource_error(error) from None
+        except Exception as error:  # rule 3
+            log.error("resources/read failed: %s", type(error).__name__)
+            envelope = render.INTERNAL_ERROR
+            raise MCPError(
+                code=types.INTERNAL_ERROR, message=envelope["error"]["message"], data=envelope
+            ) from None
+
+    return Server(
+        name,
+        version=_version(),
+        instructions="Personal data under a grant. Start with search (or schema), read the "
+        "evidence with read_record_field, and follow each answer's 'next' call.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=on_read_resource,
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pdpp-store")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,235 @@
+"""The tools and resource templates the server publishes: names, descriptions, JSON Schemas.
+
+Rules:
+1. `read_record_field` has exactly the input properties, bounds and structured output of the
+   content-ladder contract (seed 000). Its input schema's root is a plain object: the identity
+   rule (`id`, or `connection_id` + `stream` + `record_id`) and the selector rules are enforced
+   by the server with typed errors, because hosts drop a tool whose root schema is a `oneOf`.
+2. Every tool is read-only and idempotent (annotations), and no tool has an open world.
+3. Descriptions tell an agent the ladder (search, evidence, window, continuation) in a few lines;
+   the whole `tools/list` answer stays under `TOOLS_LIST_BUDGET_BYTES`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+
+__all__ = [
+    "READ_RECORD_FIELD_INPUT",
+    "READ_RECORD_FIELD_OUTPUT",
+    "RESOURCE_TEMPLATES",
+    "TOOLS",
+    "TOOLS_LIST_BUDGET_BYTES",
+]
+
+TOOLS_LIST_BUDGET_BYTES = 24_576
+
+_STRING = {"type": "string"}
+_NULLABLE_STRING = {"type": ["string", "null"]}
+
+READ_RECORD_FIELD_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {
+            "type": "string",
+            "description": "Record id 'connection/stream:record_id' (as search and fetch show "
+            "it), or a pdpp://record/ or pdpp://field-window/ URI. Or give connection_id, "
+            "stream and record_id instead.",
+        },
+        "connection_id": {"type": "string"},
+        "stream": {"type": "string"},
+        "record_id": {"type": "string"},
+        "field_path": {"type": "string", "description": "Top-level field name, literally."},
+        "cursor": {
+            "type": "string",
+            "description": "next_cursor or previous_cursor of an earlier window. Alone, or "
+            "with limit_chars.",
+        },
+        "offset_chars": {"type": "integer", "minimum": 0},
+        "limit_chars": {"type": "integer", "minimum": 1, "maximum": 16384},
+        "q": {
+            "type": "string",
+            "description": "Window around the first case-insensitive match of q. Not with "
+            "offset_chars or cursor.",
+        },
+        "before_chars": {"type": "integer", "minimum": 0, "maximum": 8192},
+        "after_chars": {"type": "integer", "minimum": 0, "maximum": 8192},
+    },
+    "required": ["field_path"],
+    "additionalProperties": False,
+}
+
+READ_RECORD_FIELD_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "required": ["record", "field", "window"],
+    "properties": {
+        "record": {
+            "type": "object",
+            "required": ["id", "connection_id", "stream", "record_id"],
+            "properties": {
+                "id": _STRING,
+                "connection_id": _STRING,
+                "stream": _STRING,
+                "record_id": _STRING,
+            },
+            "additionalProperties": False,
+        },
+        "field": {
+            "type": "object",
+            "required": ["path", "text_like"],
+            "properties": {
+                "path": _STRING,
+                "mime_type": _STRING,
+                "text_like": {"type": "boolean"},
+                "size_chars": {"type": "integer"},
+                "digest": _STRING,
+            },
+            "additionalProperties": False,
+        },
+        "window": {
+            "type": "object",
+            "required": ["text", "start_chars", "end_chars", "limit_chars", "complete"],
+            "properties": {
+                "text": _STRING,
+                "start_chars": {"type": "integer"},
+                "end_chars": {"type": "integer"},
+                "limit_chars": {"type": "integer"},
+                "complete": {"type": "boolean"},
+                "next_cursor": _NULLABLE_STRING,
+                "previous_cursor": _NULLABLE_STRING,
+                "match": {
+                    "type": ["object", "null"],
+                    "properties": {
+                        "q": _STRING,
+                        "start_chars": {"type": "integer"},
+                        "end_chars": {"type": "integer"},
+                    },
+                    "additionalProperties": False,
+                },
+            },
+            "additionalProperties": False,
+        },
+        "resource": {
+            "type": "object",
+            "properties": {
+                "uri": _STRING,
+                "next_uri": _NULLABLE_STRING,
+                "previous_uri": _NULLABLE_STRING,
+            },
+            "additionalProperties": False,
+        },
+    },
+    "additionalProperties": False,
+}
+
+SEARCH_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "q": {
+            "type": "string",
+            "description": 'Terms, all required, case-insensitive; "a quoted phrase" is one term.',
+        },
+        "streams": {"type": "array", "items": _STRING, "description": "Only these streams."},
+        "connection_id": {"type": "string", "description": "Only this connection."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+        "cursor": {"type": "string", "description": "next_cursor of the previous page."},
+    },
+    "required": ["q"],
+    "additionalProperties": False,
+}
+
+FETCH_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {
+            "type": "string",
+            "description": "Record id 'connection/stream:record_id', or a pdpp://record/, "
+            "pdpp://field-window/ or pdpp://blob/ URI.",
+        },
+        "connection_id": {"type": "string"},
+        "fields_offset": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "For a wide record: the first field to show (see 'next').",
+        },
+    },
+    "required": ["id"],
+    "additionalProperties": False,
+}
+
+SCHEMA_INPUT: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+_LADDER = (
+    "Every answer starts with a one-line JSON header; 'next'/'read' give the exact tool call "
+    "that continues (tool and arguments): make it to read more."
+)
+
+_ANNOTATIONS = types.ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+
+TOOLS: list[types.Tool] = [
+    types.Tool(
+        name="search",
+        title="Search the granted data",
+        description="Find records whose searchable granted fields contain every term. Each hit "
+        "shows proven evidence: the matched field, the match's offsets, a short preview, and the "
+        "read_record_field call that reads around it. A hit marked metadata_only has no proven "
+        "text match. " + _LADDER,
+        input_schema=SEARCH_INPUT,
+        annotations=_ANNOTATIONS,
+    ),
+    types.Tool(
+        name="fetch",
+        title="Fetch one record",
+        description="One record by id: its granted fields, short ones whole, long text as a "
+        "preview with the read_record_field call that continues it, binary fields as metadata "
+        "only. Also accepts pdpp://record/, pdpp://field-window/ and pdpp://blob/ URIs. " + _LADDER,
+        input_schema=FETCH_INPUT,
+        annotations=_ANNOTATIONS,
+    ),
+    types.Tool(
+        name="read_record_field",
+        title="Read a bounded window of one field",
+        description="Read up to limit_chars (default 4096, max 16384) characters of one text "
+        "field of a record: from offset_chars, around the first match of q, or from a cursor. "
+        "The text follows the header line verbatim; header.next and header.previous are the "
+        "calls for the adjacent windows (null at the ends). Offsets count Unicode code points. "
+        "Binary fields are refused with their metadata.",
+        input_schema=READ_RECORD_FIELD_INPUT,
+        output_schema=READ_RECORD_FIELD_OUTPUT,
+        annotations=_ANNOTATIONS,
+    ),
+    types.Tool(
+        name="schema",
+        title="What the grant covers",
+        description="The granted streams and fields: type, whether text or binary, and which "
+        "fields search looks at.",
+        input_schema=SCHEMA_INPUT,
+        annotations=_ANNOTATIONS,
+    ),
+]
+
+RESOURCE_TEMPLATES: list[types.ResourceTemplate] = [
+    types.ResourceTemplate(
+        name="record",
+        uri_template="pdpp://record/{handle}",
+        description="One record, as fetch shows it.",
+        mime_type="text/plain",
+    ),
+    types.ResourceTemplate(
+        name="field-window",
+        uri_template="pdpp://field-window/{handle}",
+        description="A bounded window of one field: its text; offsets and the next/previous "
+        "window URIs in _meta.",
+        mime_type="text/plain",
+    ),
+    types.ResourceTemplate(
+        name="blob",
+        uri_template="pdpp://blob/{handle}",
+        description="A blob's metadata (JSON); never its bytes.",
+        mime_type="application/json",
+    ),
+]
