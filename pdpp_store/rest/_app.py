@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import Route
 
 from pdpp_store import AsyncStore, Grant
 
@@ -169,6 +170,8 @@ def create_app(
         return _protected_resource(request, "/mcp")
 
     if mcp_app is not None:
+        # `/mcp` itself (where MCP clients post) without a redirect, and any path below it.
+        app.router.routes.append(Route("/mcp", endpoint=mcp_app))
         app.mount("/mcp", mcp_app)
 
     app.openapi = _openapi_without_422(app)  # type: ignore[method-assign]

@@ -4,8 +4,9 @@ Rules:
 1. Entity tags are strong and quoted (`"sha256:..."`). `If-Match` and `If-Range` compare
    strongly (a weak tag never matches); `If-None-Match` compares weakly, as RFC 9110 says.
 2. One byte range is served: `bytes=a-b`, `bytes=a-` or `bytes=-n` (numbers of at most 64
-   digits). A `Range` that does not parse, names another unit or several ranges is ignored (the whole body is sent, as RFC 9110
-   allows); a range that starts at or past the end is unsatisfiable (416).
+   digits). A `Range` that does not parse, names another unit or several ranges is ignored
+   (the whole body is sent, as RFC 9110 allows); a range that starts at or past the end is
+   unsatisfiable (416).
 """
 
 from __future__ import annotations
