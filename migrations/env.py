@@ -11,6 +11,7 @@ import os
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
+from pdpp_store._sql.dialects import capabilities
 from pdpp_store._sql.tables import metadata
 
 
@@ -18,7 +19,7 @@ def _migrate(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
-        render_as_batch=connection.dialect.name == "sqlite",
+        render_as_batch=capabilities(connection.dialect.name).alters_by_copy,
         compare_type=True,
     )
     with context.begin_transaction():

@@ -1,6 +1,8 @@
 """pdpp_store: grant-enforced, bounded reads of personal-data records of any size.
 
-The public surface; everything else lives in private modules. See README.md and docs/.
+The public surface; everything else lives in private modules. The evidence cards every
+operation returns are also in `pdpp_store.evidence` (with their JSON Schemas). A test pins
+`__all__`. See README.md and docs/.
 """
 
 from ._core.cursor import CursorCodec, CursorKey
@@ -13,7 +15,7 @@ from ._core.errors import (
     Unavailable,
     Unprocessable,
 )
-from ._core.fields import FieldInfo, FieldKind
+from ._core.fields import FieldKind
 from ._core.folding import fold
 from ._core.grants import Grant, StreamGrant, TimeConstraint
 from ._core.identity import (
@@ -23,22 +25,28 @@ from ._core.identity import (
     parse_field_window_uri,
     parse_record_ref,
 )
+from ._core.selector import SELECTOR_ARGS, SelectorArg, SelectorArgs
 from ._core.tokens import load_tokens, tokens_from_dict
-from ._core.window import FieldWindow
-from ._ops.reads import BlobRange, FieldPreview, RecordView
-from ._ops.writes import BlobInfo, UpsertResult
 from ._store import AsyncStore, Store
 from .evidence import (
+    BlobInfo,
+    BlobRange,
     Continuation,
+    FieldInfo,
+    FieldPreview,
     FieldSchema,
+    FieldWindow,
     GrantSchema,
     MatchExcerpt,
+    RecordView,
     SearchHit,
     SearchPage,
     StreamSchema,
+    UpsertResult,
 )
 
 __all__ = [
+    "SELECTOR_ARGS",
     "AsyncStore",
     "BadRequest",
     "BlobInfo",
@@ -62,6 +70,8 @@ __all__ = [
     "RecordView",
     "SearchHit",
     "SearchPage",
+    "SelectorArg",
+    "SelectorArgs",
     "Store",
     "StoreError",
     "StreamGrant",

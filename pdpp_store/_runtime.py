@@ -1,28 +1,27 @@
 """Running operations: the only module that talks to a database connection.
 
 Every operation of the store is written once, as a generator (`Op`) that yields requests and
-receives their answers, with no I/O of its own (see `_ingest` and `_reads`). Thin drivers run
-them: `run_sync` on a SQLAlchemy `Engine`, `run_async` on an `AsyncEngine`. Requests:
-
-    Execute(statement, params)  -> the rows (a list of tuples) if it returns rows, else None
-    COMMIT                      -> commit what was done so far and begin again (batch ingestion)
+receives their answers, with no I/O of its own (see `_ops`; the requests are `_sql.requests`').
+Thin drivers run them: `run_sync` on a SQLAlchemy `Engine`, `run_async` on an `AsyncEngine`.
+A statement that depends on the dialect is built here, from the engine's `Capabilities`
+(`_sql.dialects`), and every row is answered as a mapping by column label.
 
 Rules:
 1. One operation runs on one connection. A write runs in one transaction (or one per `COMMIT`);
    if it raises, everything since the last commit is rolled back. A read runs in none.
 2. Database errors are translated to `StoreError` here and nowhere else, by SQLSTATE / exception
    class, never by message text.
-3. Writes run in one transaction each (on SQLite the driver's own transaction handling is
-   switched off and the store emits `BEGIN IMMEDIATE` itself, so a read-then-write operation is
-   one serialised transaction). Reads run without an explicit transaction (see `_options`).
+3. Writes run in one transaction each (where the store `begins_itself`, SQLite, the driver's own
+   transaction handling is switched off and the store emits `BEGIN IMMEDIATE` itself, so a
+   read-then-write operation is one serialised transaction). Reads run without an explicit
+   transaction (see `_options`).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,19 +29,15 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql.base import Executable
 
 from ._core.errors import BadRequest, Conflict, StoreError, Unavailable
+from ._sql.dialects import Capabilities, capabilities
+from ._sql.requests import Commit, Op, Rows
 
 __all__ = [
-    "COMMIT",
-    "Commit",
-    "Execute",
     "HeldReader",
-    "Op",
-    "PerDialect",
     "async_url",
-    "install_sqlite_hooks",
+    "install_hooks",
     "migrate",
     "opening",
     "run_async",
@@ -53,43 +48,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-
-@dataclass(frozen=True, slots=True)
-class PerDialect:
-    """One statement spelled differently where dialects differ in what they run well (e.g. a
-    window function that Postgres streams but SQLite materialises). `default` serves the rest."""
-
-    default: Executable
-    postgresql: Executable | None = None
-
-    def for_dialect(self, name: str) -> Executable:
-        return (
-            self.postgresql
-            if name == "postgresql" and self.postgresql is not None
-            else self.default
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Execute:
-    statement: Executable | PerDialect
-    params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
-
-    def statement_for(self, dialect: str) -> Executable:
-        if isinstance(self.statement, PerDialect):
-            return self.statement.for_dialect(dialect)
-        return self.statement
-
-
-class Commit:
-    __slots__ = ()
-
-
-COMMIT = Commit()
-
-Request = Execute | Commit
-Rows = list[tuple[Any, ...]]
-Op = Generator[Request, Rows | None, T]
 
 _WRITE = "pdpp_write"
 _READ = "pdpp_read"
@@ -111,23 +69,23 @@ def translate_db_error(exc: DBAPIError) -> StoreError:
 
 
 def _reply(result: Any) -> Rows | None:
-    return result.all() if result.returns_rows else None
+    return result.mappings().all() if result.returns_rows else None
 
 
-def _options(dialect: str, write: bool) -> dict[str, Any]:
-    """Writes run in one transaction (`BEGIN IMMEDIATE` on SQLite). Reads run without one: each
-    statement sees a consistent snapshot, and a read that takes several statements binds them to
-    each other by the field's digest (see `_reads`), so BEGIN and COMMIT would only add two
-    round trips per read."""
+def _options(caps: Capabilities, write: bool) -> dict[str, Any]:
+    """Writes run in one transaction (`BEGIN IMMEDIATE` where the store begins itself). Reads
+    run without one: each statement sees a consistent snapshot, and a read that takes several
+    statements binds them to each other by the field's digest (see `_ops.reads`), so BEGIN and
+    COMMIT would only add two round trips per read."""
     if write:
         return {_WRITE: True}
-    if dialect == "postgresql":
+    if caps.autocommit_reads:
         return {"isolation_level": "AUTOCOMMIT"}
     return {_READ: True}
 
 
 def _drive_sync(conn: Connection, op: Op[T], *, commit: bool = True) -> T:
-    dialect = conn.dialect.name
+    dialect = capabilities(conn.dialect.name)
     try:
         request = next(op)
         while True:
@@ -149,7 +107,8 @@ def _drive_sync(conn: Connection, op: Op[T], *, commit: bool = True) -> T:
 
 def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
     with engine.connect() as plain:
-        return _drive_sync(plain.execution_options(**_options(engine.dialect.name, write)), op)
+        caps = capabilities(engine.dialect.name)
+        return _drive_sync(plain.execution_options(**_options(caps, write)), op)
 
 
 class HeldReader:
@@ -172,7 +131,7 @@ class HeldReader:
             conn = self._idle.pop()
         except IndexError:
             conn = self._engine.connect().execution_options(
-                **_options(self._engine.dialect.name, write=False)
+                **_options(capabilities(self._engine.dialect.name), write=False)
             )
         try:
             result = _drive_sync(conn, op, commit=False)  # a read has nothing to commit
@@ -191,7 +150,7 @@ class HeldReader:
 
 
 async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T:
-    dialect = engine.dialect.name
+    dialect = capabilities(engine.dialect.name)
     async with engine.connect() as plain:
         conn = await plain.execution_options(**_options(dialect, write))
         try:
@@ -235,36 +194,41 @@ def _safe(url: str) -> str:
         return "the given URL"
 
 
-def sync_url(url: str) -> str:
+def _backend(url: str) -> tuple[Any, Capabilities]:
     parsed = make_url(url)
-    if parsed.get_backend_name() == "postgresql":
-        return str(
-            parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    try:
+        return parsed, capabilities(parsed.get_backend_name())
+    except ValueError:
+        raise BadRequest(
+            "invalid_request",
+            f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:// or "
+            "postgresql://",
+            param="url",
+        ) from None
+
+
+def sync_url(url: str) -> str:
+    parsed, caps = _backend(url)
+    if caps.file_based and parsed.database in (None, "", ":memory:"):
+        raise BadRequest(
+            "invalid_request",
+            "an in-memory SQLite database is not supported (each connection would see its "
+            "own empty database): give a file, sqlite:///path/to/store.db",
+            param="url",
         )
-    if parsed.get_backend_name() == "sqlite":
-        if parsed.database in (None, "", ":memory:"):
-            raise BadRequest(
-                "invalid_request",
-                "an in-memory SQLite database is not supported (each connection would see its "
-                "own empty database): give a file, sqlite:///path/to/store.db",
-                param="url",
-            )
-        return str(parsed.set(drivername="sqlite").render_as_string(hide_password=False))
-    raise BadRequest(
-        "invalid_request",
-        f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:// or postgresql://",
-        param="url",
-    )
+    return str(parsed.set(drivername=caps.sync_driver).render_as_string(hide_password=False))
 
 
 def async_url(url: str) -> str:
-    parsed = make_url(sync_url(url))
-    driver = "sqlite+aiosqlite" if parsed.get_backend_name() == "sqlite" else "postgresql+psycopg"
-    return str(parsed.set(drivername=driver).render_as_string(hide_password=False))
+    parsed, caps = _backend(sync_url(url))
+    return str(parsed.set(drivername=caps.async_driver).render_as_string(hide_password=False))
 
 
-def install_sqlite_hooks(engine: Engine) -> None:
-    """Pragmas on connect, and transactions begun by the store itself (Rule 3)."""
+def install_hooks(engine: Engine) -> None:
+    """Where the store begins transactions itself (SQLite): pragmas on connect, and BEGIN
+    emitted by the store (Rule 3). Nothing elsewhere."""
+    if not capabilities(engine.dialect.name).begins_itself:
+        return
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

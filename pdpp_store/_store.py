@@ -1,15 +1,18 @@
 """The two fronts, `Store` (sync) and `AsyncStore` (async), over one set of operations.
 
-`_StoreCore` holds everything that is not I/O: configuration, the cursor codec, and one method
-per operation that builds its generator (`_ingest`, `_reads`). Each front method is one line that
-drives such a generator with its own driver, so the fronts cannot drift apart in behaviour.
+`_StoreCore` holds everything that is not I/O: configuration, the read context (cursor codec,
+declared-stream cache), and a `_op_*` method for each operation that needs more than its
+generator in `_ops` (bookkeeping around it, or a choice between operations). Each front method
+is one line, `self._run(name, generator)`: the driver runs the generator in the transaction the
+operation's catalogue entry calls for (`_ops.catalogue`: read or write), so the fronts cannot
+drift apart in behaviour, and a test holds both (and the CLI) to the catalogue.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Self, TypedDict, TypeVar
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -17,7 +20,6 @@ from typing_extensions import Unpack
 
 from ._core.cursor import CursorCodec, CursorKey, codec_for_stored_keys
 from ._core.errors import BadRequest
-from ._core.fields import FieldInfo
 from ._core.grants import Grant
 from ._core.identity import (
     RECORD_URI_PREFIX,
@@ -27,44 +29,39 @@ from ._core.identity import (
     parse_record_uri,
 )
 from ._core.manifest import Manifest
-from ._core.window import FieldWindow
+from ._core.selector import SelectorArgs
 from ._ops import reads as _reads
 from ._ops import search as _search
 from ._ops import writes as _ingest
-from ._ops.reads import BlobRange, ReadContext, RecordView
-from ._ops.writes import BlobInfo, UpsertResult
+from ._ops.catalogue import CATALOGUE
+from ._ops.reads import ReadContext
 from ._runtime import (
-    COMMIT,
     HeldReader,
-    Op,
     async_url,
-    install_sqlite_hooks,
+    install_hooks,
     migrate,
     opening,
     run_async,
     run_sync,
     sync_url,
 )
-from .evidence.grant_schema import GrantSchema
-from .evidence.search import SearchPage
+from ._sql.requests import COMMIT, Op
+from .evidence import (
+    BlobInfo,
+    BlobRange,
+    FieldInfo,
+    FieldWindow,
+    GrantSchema,
+    RecordView,
+    SearchPage,
+    UpsertResult,
+)
 
 __all__ = ["AsyncStore", "Store"]
 
 DEFAULT_BATCH_SIZE = 500
 T = TypeVar("T")
 RecordInput = RecordRef | UnscopedRecordRef | str
-
-
-class WindowArgs(TypedDict, total=False):
-    """The keyword arguments of `read_field_window` (one selector, see §3 of the contract)."""
-
-    connection_id: str | None
-    offset_chars: int | None
-    limit_chars: int | None
-    q: str | None
-    before_chars: int | None
-    after_chars: int | None
-    cursor: str | None
 
 
 MIN_SECRET_BYTES = 16
@@ -118,11 +115,7 @@ class _StoreCore:
         self._ctx = ReadContext(codec, stored_keys=stored_keys)
         self._batch_size = batch_size
 
-    @property
-    def cursor_codec(self) -> CursorCodec:
-        return self._ctx.codec
-
-    # Each `_op_*` builds one operation; the fronts drive it (writes with `write=True`).
+    # Each `_op_*` builds one operation around its generator in `_ops`.
 
     def _op_register_manifest(self, manifest: Mapping[str, Any]) -> Op[None]:
         yield from _ingest.register_manifest(Manifest.from_dict(manifest))
@@ -139,16 +132,6 @@ class _StoreCore:
                 param="records",
             )
         return _ingest.upsert_records(connection_id, stream, records, self._batch_size)
-
-    def _op_read_field_window(
-        self, grant: Grant, record: RecordInput, field: str, args: WindowArgs
-    ) -> Op[FieldWindow]:
-        return _reads.read_field_window(self._ctx, grant, record, field, **args)
-
-    def _op_read_record(
-        self, grant: Grant, record: RecordInput, connection_id: str | None
-    ) -> Op[RecordView]:
-        return _reads.read_record(self._ctx, grant, record, connection_id=connection_id)
 
     def _op_search(
         self,
@@ -226,16 +209,17 @@ class Store(_StoreCore):
         secrets = _check_options(cursor_secret, previous_cursor_secrets, batch_size)
         with opening(url):
             engine = create_engine(sync_url(url), hide_parameters=True)
-            if engine.dialect.name == "sqlite":
-                install_sqlite_hooks(engine)
+            install_hooks(engine)
             with engine.connect() as conn:
                 migrate(conn)
                 conn.commit()
         stored = run_sync(engine, _ingest.load_cursor_keys(create=not secrets), write=True)
         return cls(engine, _codec_from(secrets, stored), batch_size, stored_keys=not secrets)
 
-    def _run(self, op: Op[T], *, write: bool = False) -> T:
-        return run_sync(self.engine, op, write=True) if write else self._reader.run(op)
+    def _run(self, name: str, op: Op[T]) -> T:
+        if CATALOGUE[name].writes:
+            return run_sync(self.engine, op, write=True)
+        return self._reader.run(op)
 
     def close(self) -> None:
         self._reader.close()
@@ -248,34 +232,48 @@ class Store(_StoreCore):
         self.close()
 
     def register_manifest(self, manifest: Mapping[str, Any]) -> None:
-        return self._run(self._op_register_manifest(manifest), write=True)
+        return self._run("register_manifest", self._op_register_manifest(manifest))
 
     def add_connection(self, connection_id: str, connector_id: str) -> None:
-        return self._run(_ingest.add_connection(connection_id, connector_id), write=True)
+        return self._run("add_connection", _ingest.add_connection(connection_id, connector_id))
 
     def upsert_records(
         self, connection_id: str, stream: str, records: Iterable[object]
     ) -> UpsertResult:
-        return self._run(self._op_upsert_records(connection_id, stream, records), write=True)
+        return self._run("upsert_records", self._op_upsert_records(connection_id, stream, records))
 
     def delete_record(self, connection_id: str, stream: str, record_id: str) -> None:
-        return self._run(_ingest.delete_record(connection_id, stream, record_id), write=True)
+        return self._run("delete_record", _ingest.delete_record(connection_id, stream, record_id))
 
     def put_blob(self, data: bytes, mime_type: str) -> BlobInfo:
-        return self._run(_ingest.put_blob(data, mime_type), write=True)
+        return self._run("put_blob", _ingest.put_blob(data, mime_type))
 
     def rotate_cursor_key(self) -> None:
-        return self._run(self._op_rotate_cursor_key(), write=True)
+        return self._run("rotate_cursor_key", self._op_rotate_cursor_key())
 
     def read_field_window(
-        self, grant: Grant, record: RecordInput, field: str, **args: Unpack[WindowArgs]
+        self,
+        grant: Grant,
+        record: RecordInput,
+        field: str,
+        *,
+        connection_id: str | None = None,
+        **selector: Unpack[SelectorArgs],
     ) -> FieldWindow:
-        return self._run(self._op_read_field_window(grant, record, field, args))
+        return self._run(
+            "read_field_window",
+            _reads.read_field_window(
+                self._ctx, grant, record, field, connection_id=connection_id, **selector
+            ),
+        )
 
     def read_record(
         self, grant: Grant, record: RecordInput, *, connection_id: str | None = None
     ) -> RecordView:
-        return self._run(self._op_read_record(grant, record, connection_id))
+        return self._run(
+            "read_record",
+            _reads.read_record(self._ctx, grant, record, connection_id=connection_id),
+        )
 
     def search(
         self,
@@ -288,31 +286,35 @@ class Store(_StoreCore):
         cursor: str | None = None,
     ) -> SearchPage:
         return self._run(
+            "search",
             self._op_search(
                 grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
-            )
+            ),
         )
 
     def describe_grant(self, grant: Grant) -> GrantSchema:
-        return self._run(_search.describe_grant(self._ctx, grant))
+        return self._run("describe_grant", _search.describe_grant(self._ctx, grant))
 
     def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
         return self._run(
-            _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id)
+            "describe_field",
+            _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
         )
 
     def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
-        return self._run(self._op_read_resource(grant, uri))
+        return self._run("read_resource", self._op_read_resource(grant, uri))
 
     def blob_info(self, grant: Grant, blob_id: str) -> BlobInfo:
-        return self._run(_reads.blob_info(grant, blob_id))
+        return self._run("blob_info", _reads.blob_info(grant, blob_id))
 
     def read_blob_range(
         self, grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
     ) -> BlobRange:
-        return self._run(_reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes))
+        return self._run(
+            "read_blob_range", _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+        )
 
 
 class AsyncStore(_StoreCore):
@@ -340,16 +342,15 @@ class AsyncStore(_StoreCore):
         secrets = _check_options(cursor_secret, previous_cursor_secrets, batch_size)
         with opening(url):
             engine = create_async_engine(async_url(url), hide_parameters=True)
-            if engine.dialect.name == "sqlite":
-                install_sqlite_hooks(engine.sync_engine)
+            install_hooks(engine.sync_engine)
             async with engine.connect() as conn:
                 await conn.run_sync(migrate)
                 await conn.commit()
         stored = await run_async(engine, _ingest.load_cursor_keys(create=not secrets), write=True)
         return cls(engine, _codec_from(secrets, stored), batch_size, stored_keys=not secrets)
 
-    async def _run(self, op: Op[T], *, write: bool = False) -> T:
-        return await run_async(self.engine, op, write=write)
+    async def _run(self, name: str, op: Op[T]) -> T:
+        return await run_async(self.engine, op, write=CATALOGUE[name].writes)
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -361,34 +362,54 @@ class AsyncStore(_StoreCore):
         await self.close()
 
     async def register_manifest(self, manifest: Mapping[str, Any]) -> None:
-        return await self._run(self._op_register_manifest(manifest), write=True)
+        return await self._run("register_manifest", self._op_register_manifest(manifest))
 
     async def add_connection(self, connection_id: str, connector_id: str) -> None:
-        return await self._run(_ingest.add_connection(connection_id, connector_id), write=True)
+        return await self._run(
+            "add_connection", _ingest.add_connection(connection_id, connector_id)
+        )
 
     async def upsert_records(
         self, connection_id: str, stream: str, records: Iterable[object]
     ) -> UpsertResult:
-        return await self._run(self._op_upsert_records(connection_id, stream, records), write=True)
+        return await self._run(
+            "upsert_records", self._op_upsert_records(connection_id, stream, records)
+        )
 
     async def delete_record(self, connection_id: str, stream: str, record_id: str) -> None:
-        return await self._run(_ingest.delete_record(connection_id, stream, record_id), write=True)
+        return await self._run(
+            "delete_record", _ingest.delete_record(connection_id, stream, record_id)
+        )
 
     async def put_blob(self, data: bytes, mime_type: str) -> BlobInfo:
-        return await self._run(_ingest.put_blob(data, mime_type), write=True)
+        return await self._run("put_blob", _ingest.put_blob(data, mime_type))
 
     async def rotate_cursor_key(self) -> None:
-        return await self._run(self._op_rotate_cursor_key(), write=True)
+        return await self._run("rotate_cursor_key", self._op_rotate_cursor_key())
 
     async def read_field_window(
-        self, grant: Grant, record: RecordInput, field: str, **args: Unpack[WindowArgs]
+        self,
+        grant: Grant,
+        record: RecordInput,
+        field: str,
+        *,
+        connection_id: str | None = None,
+        **selector: Unpack[SelectorArgs],
     ) -> FieldWindow:
-        return await self._run(self._op_read_field_window(grant, record, field, args))
+        return await self._run(
+            "read_field_window",
+            _reads.read_field_window(
+                self._ctx, grant, record, field, connection_id=connection_id, **selector
+            ),
+        )
 
     async def read_record(
         self, grant: Grant, record: RecordInput, *, connection_id: str | None = None
     ) -> RecordView:
-        return await self._run(self._op_read_record(grant, record, connection_id))
+        return await self._run(
+            "read_record",
+            _reads.read_record(self._ctx, grant, record, connection_id=connection_id),
+        )
 
     async def search(
         self,
@@ -401,28 +422,32 @@ class AsyncStore(_StoreCore):
         cursor: str | None = None,
     ) -> SearchPage:
         return await self._run(
+            "search",
             self._op_search(
                 grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
-            )
+            ),
         )
 
     async def describe_grant(self, grant: Grant) -> GrantSchema:
-        return await self._run(_search.describe_grant(self._ctx, grant))
+        return await self._run("describe_grant", _search.describe_grant(self._ctx, grant))
 
     async def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
         return await self._run(
-            _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id)
+            "describe_field",
+            _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
         )
 
     async def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
-        return await self._run(self._op_read_resource(grant, uri))
+        return await self._run("read_resource", self._op_read_resource(grant, uri))
 
     async def blob_info(self, grant: Grant, blob_id: str) -> BlobInfo:
-        return await self._run(_reads.blob_info(grant, blob_id))
+        return await self._run("blob_info", _reads.blob_info(grant, blob_id))
 
     async def read_blob_range(
         self, grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
     ) -> BlobRange:
-        return await self._run(_reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes))
+        return await self._run(
+            "read_blob_range", _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+        )

@@ -3,13 +3,20 @@
     pdpp-store [--db URL] manifest add FILE.json              Store.register_manifest
     pdpp-store [--db URL] connection add CONNECTION CONNECTOR Store.add_connection
     pdpp-store [--db URL] ingest CONNECTION STREAM FILE.jsonl Store.upsert_records
+    pdpp-store [--db URL] delete CONNECTION STREAM RECORD_ID  Store.delete_record
+    pdpp-store [--db URL] cursor-key rotate                   Store.rotate_cursor_key
     pdpp-store [--db URL] read field-window RECORD FIELD      Store.read_field_window
+    pdpp-store [--db URL] read field-info RECORD FIELD        Store.describe_field
     pdpp-store [--db URL] read record RECORD                  Store.read_record
+    pdpp-store [--db URL] read resource URI                   Store.read_resource
     pdpp-store [--db URL] blob info BLOB_ID --grant FILE      Store.blob_info
+    pdpp-store [--db URL] blob read BLOB_ID --grant FILE      Store.read_blob_range
     pdpp-store [--db URL] blob put FILE --mime-type TYPE      Store.put_blob
+    pdpp-store [--db URL] search Q --grant FILE               Store.search
+    pdpp-store [--db URL] grant describe --grant FILE         Store.describe_grant
     pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.rest.run
     pdpp-store [--db URL] mcp --grant FILE                    pdpp_store.mcp.serve_stdio
-    pdpp-store demo [--db URL | --dir DIR]                    _demo.run_demo
+    pdpp-store demo [--db URL | --dir DIR]                    demo.run_demo
 
 Rules:
 1. Each command makes exactly one call on the library. What the CLI adds is I/O only: reading
@@ -20,6 +27,11 @@ Rules:
 3. Every `StoreError` is printed on stderr as its JSON envelope (`to_dict()`), on one line, with
    exit code 1. Usage errors are click's (exit code 2). Nothing a user can cause prints a
    traceback.
+4. `OPERATIONS` maps each library operation to its command, and each command's parameters carry
+   the library's argument names (a file that supplies an argument is said so in `sources`);
+   a test holds this to the operation catalogue. The selector options are derived from
+   `SELECTOR_ARGS`, the selector's one definition.
+5. Like every surface, this module imports public names only.
 """
 
 from __future__ import annotations
@@ -30,21 +42,64 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
-from ._core.errors import BadRequest, StoreError
-from ._core.grants import Grant
-from ._core.identity import UnscopedRecordRef, parse_record_ref
-from ._core.window import FieldWindow
-from ._demo import run_demo
-from ._store import AsyncStore, Store
+from . import (
+    SELECTOR_ARGS,
+    AsyncStore,
+    BadRequest,
+    FieldWindow,
+    FieldWindowRef,
+    Grant,
+    Store,
+    StoreError,
+    UnscopedRecordRef,
+    parse_record_ref,
+)
+from .demo import run_demo
 
-__all__ = ["DEFAULT_URL", "URL_ENV", "cli", "main"]
+__all__ = ["DEFAULT_URL", "IO_PARAMS", "OPERATIONS", "URL_ENV", "Shell", "cli", "main"]
+
+
+@dataclass(frozen=True, slots=True)
+class Shell:
+    """The command that shells over one library operation (rule 4)."""
+
+    command: tuple[str, ...]
+    """The command's words after `pdpp-store`."""
+    sources: Mapping[str, str] = field(default_factory=dict)
+    """Library argument -> the command's parameter that supplies it, where they differ (a file
+    read into the argument)."""
+
+
+OPERATIONS: dict[str, Shell] = {
+    "register_manifest": Shell(("manifest", "add"), {"manifest": "file"}),
+    "add_connection": Shell(("connection", "add")),
+    "upsert_records": Shell(("ingest",), {"records": "file"}),
+    "delete_record": Shell(("delete",)),
+    "put_blob": Shell(("blob", "put"), {"data": "file"}),
+    "rotate_cursor_key": Shell(("cursor-key", "rotate")),
+    "read_field_window": Shell(("read", "field-window")),
+    "read_record": Shell(("read", "record")),
+    "describe_field": Shell(("read", "field-info")),
+    "read_resource": Shell(("read", "resource")),
+    "blob_info": Shell(("blob", "info")),
+    "read_blob_range": Shell(("blob", "read")),
+    "search": Shell(("search",)),
+    "describe_grant": Shell(("grant", "describe")),
+}
+"""Every library operation's command (rule 4)."""
+
+IO_PARAMS = frozenset({"output", "quiet"})
+"""Parameters that only shape the command's I/O (`--format`, `--quiet`), never an argument."""
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_URL = "sqlite:///pdpp-store.db"
 URL_ENV = "PDPP_STORE_URL"
@@ -92,13 +147,25 @@ def _load_json(file: IO[bytes], param: str) -> Any:
 def _grant(grant_file: IO[bytes] | None, record: str, connection: str | None) -> Grant:
     """The grant from `--grant`, else the owner's grant over the record's connection and stream."""
     if grant_file is not None:
-        return Grant.from_dict(_load_json(grant_file, "'--grant'"))
+        return _load_grant(grant_file)
     ref = parse_record_ref(record, connection_id=connection)
     if isinstance(ref, UnscopedRecordRef):
         raise click.UsageError(
             f"RECORD {record!r} does not name its connection: give --connection, "
             "or write it as CONNECTION/STREAM:ID"
         )
+    return Grant.owner(ref.connection_id, ref.stream)
+
+
+def _load_grant(grant_file: IO[bytes]) -> Grant:
+    return Grant.from_dict(_load_json(grant_file, "'--grant'"))
+
+
+def _resource_grant(grant_file: IO[bytes] | None, uri: str) -> Grant:
+    """`--grant`, else the owner's grant over the record a resource URI names."""
+    if grant_file is not None or not uri.startswith("pdpp://field-window/"):
+        return _grant(grant_file, uri, None)
+    ref = FieldWindowRef.parse(uri).record
     return Grant.owner(ref.connection_id, ref.stream)
 
 
@@ -163,16 +230,30 @@ def _window_text(window: FieldWindow) -> str:
 
 _connection_option = click.option(
     "--connection",
+    "connection_id",
     metavar="CONNECTION_ID",
     help="The record's connection (needed for a legacy STREAM:ID record).",
 )
 _grant_option = click.option(
     "--grant",
-    "grant_file",
+    "grant",
     type=click.File("rb"),
     metavar="FILE.json",
     help="A PDPP grant (JSON). Default: the owner's grant over the record's connection and stream.",
 )
+_required_grant_option = click.option(
+    "--grant", "grant", type=click.File("rb"), required=True, metavar="FILE.json"
+)
+
+
+def _selector_options(command: F) -> F:
+    """One option per selector argument, from `SELECTOR_ARGS` (the selector's one definition)."""
+    for arg in reversed(SELECTOR_ARGS.values()):
+        metavar = "TEXT" if arg.type is str else "N"
+        command = click.option(arg.flag, arg.name, type=arg.type, metavar=metavar, help=arg.help)(
+            command
+        )
+    return command
 
 
 # ---------------------------------------------------------------- commands
@@ -251,6 +332,28 @@ def ingest(
     _echo_json(result.to_dict())
 
 
+@cli.command("delete")
+@click.argument("connection_id")
+@click.argument("stream")
+@click.argument("record_id")
+@click.pass_context
+def delete(ctx: click.Context, connection_id: str, stream: str, record_id: str) -> None:
+    """Delete a record (soft: its reads answer not_found from now on)."""
+    _open_store(ctx).delete_record(connection_id, stream, record_id)
+
+
+@cli.group("cursor-key")
+def cursor_key() -> None:
+    """The keys that sign cursors."""
+
+
+@cursor_key.command("rotate")
+@click.pass_context
+def cursor_key_rotate(ctx: click.Context) -> None:
+    """Sign new cursors with a new key; cursors signed with the older keys stay valid."""
+    _open_store(ctx).rotate_cursor_key()
+
+
 @cli.group()
 def read() -> None:
     """Grant-enforced reads."""
@@ -261,47 +364,32 @@ def read() -> None:
 @click.argument("field")
 @_connection_option
 @_grant_option
-@click.option("--offset", "offset_chars", type=int, help="Start, in code points (default 0).")
-@click.option("--limit", "limit_chars", type=int, help="Length, in code points (default 4096).")
-@click.option("--q", "q", metavar="TEXT", help="Centre the window on the first match of TEXT.")
-@click.option("--before", "before_chars", type=int, help="Context before the match (2048).")
-@click.option("--after", "after_chars", type=int, help="Context after the match (2048).")
-@click.option("--cursor", help="Continue from a window's next or previous cursor.")
+@_selector_options
 @click.option(
     "--format", "output", type=click.Choice(["json", "text"]), default="json", show_default=True
 )
 @click.pass_context
 def read_field_window(
     ctx: click.Context,
+    /,
     *,
     record: str,
     field: str,
-    connection: str | None,
-    grant_file: IO[bytes] | None,
-    offset_chars: int | None,
-    limit_chars: int | None,
-    q: str | None,
-    before_chars: int | None,
-    after_chars: int | None,
-    cursor: str | None,
+    connection_id: str | None,
+    grant: IO[bytes] | None,
     output: str,
+    **selector: Any,
 ) -> None:
     """A bounded window of one text field of RECORD.
 
     RECORD is CONNECTION/STREAM:ID, pdpp://record/HANDLE, or STREAM:ID with --connection.
     """
-    grant = _grant(grant_file, record, connection)
     window = _open_store(ctx).read_field_window(
-        grant,
+        _grant(grant, record, connection_id),
         record,
         field,
-        connection_id=connection,
-        offset_chars=offset_chars,
-        limit_chars=limit_chars,
-        q=q,
-        before_chars=before_chars,
-        after_chars=after_chars,
-        cursor=cursor,
+        connection_id=connection_id,
+        **selector,
     )
     if output == "json":
         _echo_json(window.to_dict())
@@ -317,12 +405,96 @@ def read_field_window(
 @_grant_option
 @click.pass_context
 def read_record(
-    ctx: click.Context, record: str, connection: str | None, grant_file: IO[bytes] | None
+    ctx: click.Context, record: str, connection_id: str | None, grant: IO[bytes] | None
 ) -> None:
     """RECORD projected under the grant: granted fields, long values as previews."""
-    grant = _grant(grant_file, record, connection)
-    view = _open_store(ctx).read_record(grant, record, connection_id=connection)
+    view = _open_store(ctx).read_record(
+        _grant(grant, record, connection_id), record, connection_id=connection_id
+    )
     _echo_json(view.to_dict())
+
+
+@read.command("field-info")
+@click.argument("record")
+@click.argument("field")
+@_connection_option
+@_grant_option
+@click.pass_context
+def read_field_info(
+    ctx: click.Context,
+    record: str,
+    field: str,
+    connection_id: str | None,
+    grant: IO[bytes] | None,
+) -> None:
+    """What the store knows of one field of RECORD (kind, size, digest), without its value."""
+    info = _open_store(ctx).describe_field(
+        _grant(grant, record, connection_id), record, field, connection_id=connection_id
+    )
+    _echo_json(info.to_dict())
+
+
+@read.command("resource")
+@click.argument("uri")
+@_grant_option
+@click.pass_context
+def read_resource(ctx: click.Context, uri: str, grant: IO[bytes] | None) -> None:
+    """The record or field window a pdpp://record/... or pdpp://field-window/... URI names."""
+    _echo_json(_open_store(ctx).read_resource(_resource_grant(grant, uri), uri).to_dict())
+
+
+@cli.command("search")
+@click.argument("q")
+@_required_grant_option
+@click.option(
+    "--stream", "streams", multiple=True, metavar="STREAM", help="Search this stream (repeat)."
+)
+@click.option("--connection", "connection_id", metavar="CONNECTION_ID", help="One connection only.")
+@click.option("--limit", type=int, metavar="N", help="Hits per page (1..50, default 10).")
+@click.option("--cursor", metavar="TEXT", help="The next_cursor of the previous page.")
+@click.pass_context
+def search(
+    ctx: click.Context,
+    q: str,
+    grant: IO[bytes],
+    *,
+    streams: tuple[str, ...],
+    connection_id: str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> None:
+    """Records that match Q under the grant, each with the place of the match and how to read it."""
+    store = _open_store(ctx)
+    chosen = list(streams) or None
+    page = (
+        store.search(
+            _load_grant(grant), q, streams=chosen, connection_id=connection_id, cursor=cursor
+        )
+        if limit is None
+        else store.search(
+            _load_grant(grant),
+            q,
+            streams=chosen,
+            connection_id=connection_id,
+            limit=limit,
+            cursor=cursor,
+        )
+    )
+    _echo_json(page.to_dict())
+
+
+@cli.group("grant")
+def grant_group() -> None:
+    """What a grant lets an agent see."""
+
+
+@grant_group.command("describe")
+@_required_grant_option
+@click.pass_context
+def grant_describe(ctx: click.Context, grant: IO[bytes]) -> None:
+    """The granted streams and fields (from the manifests, never a record), and which are
+    searchable."""
+    _echo_json(_open_store(ctx).describe_grant(_load_grant(grant)).to_dict())
 
 
 @cli.group()
@@ -332,12 +504,45 @@ def blob() -> None:
 
 @blob.command("info")
 @click.argument("blob_id")
-@click.option("--grant", "grant_file", type=click.File("rb"), required=True, metavar="FILE.json")
+@_required_grant_option
 @click.pass_context
-def blob_info(ctx: click.Context, blob_id: str, grant_file: IO[bytes]) -> None:
+def blob_info(ctx: click.Context, blob_id: str, grant: IO[bytes]) -> None:
     """Metadata of a blob that a record visible under the grant references."""
-    grant = Grant.from_dict(_load_json(grant_file, "'--grant'"))
-    _echo_json(_open_store(ctx).blob_info(grant, blob_id).to_dict())
+    _echo_json(_open_store(ctx).blob_info(_load_grant(grant), blob_id).to_dict())
+
+
+@blob.command("read")
+@click.argument("blob_id")
+@_required_grant_option
+@click.option("--offset", "offset_bytes", type=int, default=0, show_default=True, metavar="N")
+@click.option("--length", "length_bytes", type=int, default=65536, show_default=True, metavar="N")
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["raw", "json"]),
+    default="raw",
+    show_default=True,
+    help="raw: the bytes on stdout; json: where the range lies (no bytes).",
+)
+@click.pass_context
+def blob_read(
+    ctx: click.Context,
+    blob_id: str,
+    grant: IO[bytes],
+    *,
+    offset_bytes: int,
+    length_bytes: int,
+    output: str,
+) -> None:
+    """A byte range (at most 1 MiB) of a blob a record visible under the grant references."""
+    found = _open_store(ctx).read_blob_range(
+        _load_grant(grant), blob_id, offset_bytes, length_bytes
+    )
+    if output == "json":
+        _echo_json(found.to_dict())
+        return
+    sys.stdout.buffer.write(found.data)
+    sys.stdout.buffer.flush()
 
 
 @blob.command("put")

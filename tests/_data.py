@@ -137,8 +137,19 @@ class SqlLog:
 
 # --- Helpers for the window, match, cursor and identity suites ------------------------------------
 
-ENVELOPE_KEYS = ("object", "stream", "record_id", "connection_id", "field", "window", "meta")
-"""The keys of the §3 envelope, in order."""
+ENVELOPE_KEYS = (
+    "object",
+    "stream",
+    "record_id",
+    "connection_id",
+    "field",
+    "window",
+    "next",
+    "previous",
+    "meta",
+)
+"""The keys of the §3 envelope, in order (`next` and `previous`, the continuations that read the
+neighbouring windows, are additions to the reference's)."""
 
 WINDOW_KEYS = (
     "text",

@@ -2,7 +2,8 @@
 
     db_url        one per backend: ``sqlite`` (a file in tmp_path), ``postgres`` (a fresh database)
     store         one per front: ``sqlite-sync``, ``sqlite-async``, ``postgres-sync``,
-                  ``postgres-async`` (async = `BlockingAsyncStore`, so tests stay plain functions)
+                  ``postgres-async`` (async = `BlockingAsyncStore`, so tests stay plain functions);
+                  every card it returns is checked against its JSON Schema (`_cards`)
     sqlite_store, pg_store
                   the sync store on one backend, for tests that run once per database (huge fields)
     each_database one per backend (``sqlite``, ``postgres``): the sync store with the mailbox set
@@ -25,9 +26,10 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+from _cards import CardChecking
 from _data import setup_mailbox
 from _distribution import REFERENCE_TABLES, StatementRecorder
 from _fronts import FRONTS, StoreFront, open_front
@@ -212,12 +214,14 @@ def db_url(request: pytest.FixtureRequest) -> str:
     ]
 )
 def store(request: pytest.FixtureRequest) -> Iterator[StoreFront]:
-    """An open store on a clean database, for each backend x front."""
+    """An open store on a clean database, for each backend x front, whose every call validates
+    the evidence cards it returns and the errors it raises against their JSON Schemas
+    (`_cards.CardChecking`)."""
     backend, front = request.param
     url = request.getfixturevalue(_DB_URL_FIXTURE[backend])
     opened = open_front(front, url)
     try:
-        yield opened
+        yield cast("StoreFront", CardChecking(opened))
     finally:
         opened.close()
 

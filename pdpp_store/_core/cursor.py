@@ -18,8 +18,8 @@ Rules:
    MACed but not carried: the reader supplies it from the request, so a cursor used for another
    record, field or grant fails the MAC and is `invalid_cursor`, like any forgery.
 2. The digest prefix is carried and MACed, so a stale cursor (the field changed since:
-   `stale_cursor`) is told from a forged one. The store compares the prefix in SQL, so changed
-   text never leaves the database; `CursorState.matches` is the same comparison in Python.
+   `stale_cursor`) is told from a forged one. The store compares it (`CursorState.digest_start`)
+   in SQL, so changed text never leaves the database, and again on the digest read with it.
 3. `CursorCodec.open` accepts exactly the tokens `mint` produces: any other input (wrong type,
    non-canonical base64url, unknown version or key, truncation, trailing bytes, non-minimal
    varints, bad MAC, limit out of range) is `BadRequest("invalid_cursor", param="cursor")`,
@@ -106,10 +106,11 @@ class CursorState:
         if not 1 <= self.limit_chars <= MAX_LIMIT_CHARS:
             raise ValueError("limit_chars out of range")
 
-    def matches(self, digest: str) -> bool:
-        """Whether `digest` (`sha256:<64 hex>`) is the digest the cursor was minted for."""
-        prefix = _digest_prefix(digest)
-        return prefix is not None and hmac.compare_digest(prefix, self.digest_prefix)
+    @property
+    def digest_start(self) -> str:
+        """How the digest the cursor was minted for begins (`sha256:` and 32 hex digits): the
+        field is unchanged exactly when its digest still starts with this (Rule 2)."""
+        return "sha256:" + self.digest_prefix.hex()
 
 
 def cursor_binding(
@@ -218,7 +219,7 @@ class CursorCodec:
     def open(self, token: object, binding: bytes) -> CursorState:
         """Verify `token` under `binding` and return what it says, or raise `invalid_cursor`.
 
-        Whether the field has changed since (`CursorState.matches`) is the caller's question.
+        Whether the field has changed since (`CursorState.digest_start`) is the caller's question.
         """
         _check_binding(binding)
         if not isinstance(token, str) or not token:

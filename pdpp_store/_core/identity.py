@@ -10,6 +10,10 @@ Forms of a record reference, all parsed by `parse_record_ref`:
                                              the grant (`ambiguous_connection` if several qualify)
     "pdpp://record/{handle}"                 resource URI
 
+Blobs are named by content: `blob_sha256_<64 hex>` (`blob_id_for`, `is_blob_id`), and their
+resource URI is `pdpp://blob/{blob_id}` (`blob_uri`); this module is the only place that spells
+either.
+
 Rules:
 1. Connection ids, streams and record ids are safe names: non-empty strings with no '/', no '\\',
    no NUL, not '.' and no '..' anywhere. A value that exists is valid (checked when built).
@@ -33,13 +37,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import BadRequest, Conflict
+from .selector import URI_SELECTOR_ARGS
 
 __all__ = [
+    "BLOB_ID_PATTERN",
+    "BLOB_ID_PREFIX",
+    "BLOB_URI_PREFIX",
     "FIELD_WINDOW_URI_PREFIX",
     "RECORD_URI_PREFIX",
     "FieldWindowRef",
     "RecordRef",
     "UnscopedRecordRef",
+    "blob_id_for",
+    "blob_uri",
+    "is_blob_id",
+    "is_unicode",
     "parse_field_window_uri",
     "parse_record_ref",
     "parse_record_uri",
@@ -50,9 +62,26 @@ __all__ = [
 
 RECORD_URI_PREFIX = "pdpp://record/"
 FIELD_WINDOW_URI_PREFIX = "pdpp://field-window/"
+BLOB_URI_PREFIX = "pdpp://blob/"
 
 _HANDLE_ALPHABET = re.compile(r"[A-Za-z0-9_-]*")
-_SELECTOR_KEYS = ("offset_chars", "limit_chars", "cursor")
+BLOB_ID_PREFIX = "blob_sha256_"
+BLOB_ID_PATTERN = BLOB_ID_PREFIX + "[0-9a-f]{64}"
+"""A blob id as a regular expression (for a whole-string match; JSON Schemas anchor it)."""
+_BLOB_ID = re.compile(BLOB_ID_PATTERN)
+
+
+def blob_id_for(sha256_hex: str) -> str:
+    """The id of the blob whose bytes have this SHA-256 (64 lowercase hex digits)."""
+    return BLOB_ID_PREFIX + sha256_hex
+
+
+def is_blob_id(value: object) -> bool:
+    return isinstance(value, str) and _BLOB_ID.fullmatch(value) is not None
+
+
+def blob_uri(blob_id: str) -> str:
+    return BLOB_URI_PREFIX + blob_id
 
 
 def validate_safe_name(value: object, param: str) -> str:
@@ -115,6 +144,15 @@ class RecordRef:
     def uri(self) -> str:
         return RECORD_URI_PREFIX + record_handle(self)
 
+    @property
+    def argument(self) -> str:
+        """How a continuation names this record: the self-contained id, or the resource URI
+        when the id would not parse back to this record (a stream holding ':', rule 3)."""
+        own = self.id
+        if parse_record_ref(own) == self:
+            return own
+        return self.uri
+
 
 @dataclass(frozen=True, slots=True)
 class UnscopedRecordRef:
@@ -146,8 +184,9 @@ def _check_optional_int(value: object, param: str, minimum: int) -> None:
 class FieldWindowRef:
     """A window of one field of a record, as a resource (`pdpp://field-window/{handle}`).
 
-    The selector keys are the offset/cursor ones of §3; which may combine is checked when the
-    window is read (`parse_selector`), so that the error is the same as for a direct read.
+    The selector keys are those of `URI_SELECTOR_ARGS` (offset, limit, cursor); which may combine
+    is checked when the window is read (`parse_selector`), so that the error is the same as for a
+    direct read.
     """
 
     record: RecordRef
@@ -167,12 +206,13 @@ class FieldWindowRef:
 
     def selector(self) -> dict[str, int | str]:
         """The selector arguments that are set, in a fixed order."""
-        values: dict[str, int | str | None] = {
-            "offset_chars": self.offset_chars,
-            "limit_chars": self.limit_chars,
-            "cursor": self.cursor,
-        }
-        return {key: value for key, value in values.items() if value is not None}
+        values = ((key, getattr(self, key)) for key in URI_SELECTOR_ARGS)
+        return {key: value for key, value in values if value is not None}
+
+    @classmethod
+    def parse(cls, uri: object, *, param: str = "uri") -> FieldWindowRef:
+        """The window a `pdpp://field-window/{handle}` URI names (`parse_field_window_uri`)."""
+        return parse_field_window_uri(uri, param=param)
 
     @property
     def handle(self) -> str:
@@ -244,7 +284,7 @@ def parse_field_window_uri(uri: object, *, param: str = "uri") -> FieldWindowRef
         len(parts) != 5
         or not all(isinstance(part, str) for part in parts[:4])
         or not isinstance(parts[4], dict)
-        or any(key not in _SELECTOR_KEYS for key in parts[4])
+        or any(key not in URI_SELECTOR_ARGS for key in parts[4])
     ):
         raise _invalid(param, what)
     connection_id, stream, record_id, field, selector = parts

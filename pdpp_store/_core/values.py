@@ -1,14 +1,14 @@
 """Turning a record into what is stored: one `EncodedField` per top-level key. Pure: no I/O.
 
 Rules:
-1. The kind of a field is decided here, once (see `_fields`): from the manifest's hint or from
-   the value's content, never from the field's name.
+1. The kind of a field is decided here, once (see `_core.fields`): from the manifest's hint or
+   from the value's content, never from the field's name.
 2. The digest is computed here, at write time, and never on read: `sha256:` of the UTF-8 bytes
    for every string (text, base64 and NUL-holding strings alike), of the canonical JSON text
    for any other value.
 3. Stored text is cut into chunks of `CHUNK_CHARS` code points. Each chunk is stored with its
-   folded form (`_folding.fold`) unless folding leaves it unchanged (stored as NULL then), so a
-   match is an exact substring search on folded text in SQL, and offsets count code points.
+   folded form (`_core.folding.fold`) unless folding leaves it unchanged (stored as NULL then),
+   so a match is an exact substring search on folded text in SQL, and offsets count code points.
 4. Nothing here holds more than one slice of a large value beyond the value itself: digests are
    computed slice by slice and chunks are produced lazily.
 5. A bad record (not an object, missing or unsafe primary key, lone surrogates, values JSON
@@ -30,7 +30,7 @@ from .errors import BadRequest
 from .fields import FieldKind
 from .folding import fold
 from .grants import normalize_instant
-from .identity import validate_safe_name
+from .identity import blob_id_for, is_blob_id, is_unicode, validate_safe_name
 from .manifest import StreamSpec
 
 __all__ = [
@@ -50,7 +50,6 @@ LOOKAHEAD_CHARS = 63
 """Folded code points of the next chunk kept with each chunk (see `StoredChunk.lookahead`)."""
 
 _DIGEST_SLICE = 1 << 20
-_BLOB_ID = re.compile(r"blob_sha256_[0-9a-f]{64}")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 _BASE64_MIN_CHARS = 128
 _DEFAULT_MIME = "application/octet-stream"
@@ -84,10 +83,6 @@ def looks_like_base64(text: str) -> bool:
     )
 
 
-def blob_id_of(data: bytes) -> str:
-    return "blob_sha256_" + hashlib.sha256(data).hexdigest()
-
-
 def _decode_base64(text: str) -> bytes | None:
     """The bytes of strict base64, or None (declared base64 that is not: kept, but no blob)."""
     try:
@@ -96,19 +91,10 @@ def _decode_base64(text: str) -> bytes | None:
         return None
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _is_blob_ref(value: object) -> bool:
     return (
         isinstance(value, Mapping)
-        and isinstance(value.get("blob_id"), str)
-        and _BLOB_ID.fullmatch(value["blob_id"]) is not None
+        and is_blob_id(value.get("blob_id"))
         and isinstance(value.get("mime_type"), str)
         and isinstance(value.get("size_bytes"), int)
         and not isinstance(value["size_bytes"], bool)
@@ -158,10 +144,6 @@ class EncodedField:
     """For binary-only strings: the bytes kept as a blob (decoded base64, or the UTF-8 of a NUL
     string), so the field has a blob id, an export path and byte-range reads."""
 
-    @property
-    def chunk_count(self) -> int:
-        return -(-len(self.stored) // CHUNK_CHARS)
-
     def chunks(self) -> Iterator[StoredChunk]:
         """The chunks, lazily; folded text and look-ahead only for text-like kinds."""
         stored, foldable = self.stored, self.kind.text_like
@@ -204,7 +186,7 @@ def _encode_string(
             size_bytes,
             digest,
             mime_type=hint_mime or _DEFAULT_MIME,
-            blob_id="blob_sha256_" + digest.removeprefix("sha256:"),
+            blob_id=blob_id_for(digest.removeprefix("sha256:")),
             payload=value.encode("utf-8"),
         )
     if hint_kind is FieldKind.BASE64 or looks_like_base64(value):
@@ -219,7 +201,7 @@ def _encode_string(
             len(decoded) if decoded is not None else len(value) // 4 * 3 - padding,
             digest,
             mime_type=hint_mime or _DEFAULT_MIME,
-            blob_id=None if decoded is None else blob_id_of(decoded),
+            blob_id=None if decoded is None else blob_id_for(hashlib.sha256(decoded).hexdigest()),
             payload=decoded,
         )
     return EncodedField(
@@ -292,7 +274,7 @@ def record_id_for(record: Mapping[str, Any], spec: StreamSpec, record_label: str
             record_label, "the primary key is not a JSON string or number", spec.primary_key[0]
         ) from None
     key_name = spec.primary_key[0] if len(spec.primary_key) == 1 else list(spec.primary_key)
-    if not _encodable(record_id):
+    if not is_unicode(record_id):
         raise _bad_record(
             record_label, f"primary key {key_name!r} holds invalid Unicode", spec.primary_key[0]
         )
@@ -325,7 +307,7 @@ def encode_record(record: object, spec: StreamSpec, index: int) -> EncodedRecord
     if not isinstance(record, Mapping):
         raise _bad_record(label, f"must be a JSON object, not {type(record).__name__}")
     for path in record:
-        if not isinstance(path, str) or not path or "\x00" in path or not _encodable(path):
+        if not isinstance(path, str) or not path or "\x00" in path or not is_unicode(path):
             raise BadRequest(
                 "invalid_field_path",
                 f"record {label}: field name {path!r} is not valid",

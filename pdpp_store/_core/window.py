@@ -1,7 +1,8 @@
 """Field-window selectors and arithmetic (§3): pure values, no I/O.
 
-Owns: parsing the selector arguments of `read_field_window` into one `Selector`, the arithmetic
-of match windows, and `FieldWindow`, the result value whose `to_dict()` is the §3 envelope.
+Owns: parsing the selector arguments of `read_field_window` (named in `_core.selector`) into one
+`Selector`, and the arithmetic of windows. The result, `FieldWindow`, is an evidence card
+(`pdpp_store.evidence.window`).
 
 Rules:
 1. One selector: `cursor` excludes `offset_chars`, `q`, `before_chars` and `after_chars`; `q`
@@ -14,19 +15,19 @@ Rules:
 3. All offsets and lengths count Unicode code points (Python `len`), so an astral character is
    one unit and a window never splits one.
 4. An offset past the end is not an error: the window is empty, at the end.
-5. A `FieldWindow` checks its own invariants when built (its text is exactly the slice
-   `[start, start + limit)` of the field, clipped to the end); the derived keys of the envelope
-   are computed from those fields and nothing else, so they cannot disagree.
+5. Unknown argument names are `invalid_request` naming the argument, never a `TypeError`.
+6. The match window's bounds are computed by the statement that cuts the window
+   (`_sql.statements.match_window`); `match_window_start` and `match_window_limit` are their
+   definition in Python, which the tests hold the SQL to.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .errors import BadRequest
-from .fields import FieldInfo
 from .identity import is_unicode
+from .selector import SELECTOR_ARGS
 
 __all__ = [
     "DEFAULT_CONTEXT_CHARS",
@@ -35,7 +36,6 @@ __all__ = [
     "MAX_LIMIT_CHARS",
     "MAX_QUERY_CHARS",
     "CursorSelector",
-    "FieldWindow",
     "MatchSelector",
     "OffsetSelector",
     "Selector",
@@ -129,16 +129,16 @@ class CursorSelector:
 Selector = OffsetSelector | MatchSelector | CursorSelector
 
 
-def parse_selector(
-    *,
-    offset_chars: object = None,
-    limit_chars: object = None,
-    q: object = None,
-    before_chars: object = None,
-    after_chars: object = None,
-    cursor: object = None,
-) -> tuple[Selector, tuple[Warning_, ...]]:
+def parse_selector(**args: object) -> tuple[Selector, tuple[Warning_, ...]]:
     """Turn the selector arguments of a window read into a `Selector` and its warnings."""
+    for name in args:
+        if name not in SELECTOR_ARGS:
+            raise BadRequest(
+                "invalid_request", f"{name} is not an argument of a window read", param=name
+            )
+    offset_chars, limit_chars = args.get("offset_chars"), args.get("limit_chars")
+    q, cursor = args.get("q"), args.get("cursor")
+    before_chars, after_chars = args.get("before_chars"), args.get("after_chars")
     if cursor is not None:
         for param, value in (
             ("offset_chars", offset_chars),
@@ -206,95 +206,3 @@ def match_window_limit(
     if wanted > MAX_LIMIT_CHARS:
         return MAX_LIMIT_CHARS, True
     return wanted, False
-
-
-# -- the result -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FieldWindow:
-    """A bounded window of one text-like field; `to_dict()` is the §3 envelope.
-
-    Raises `ValueError` when built inconsistently: that is a bug in the store, not bad input.
-    """
-
-    connection_id: str
-    stream: str
-    record_id: str
-    field: FieldInfo
-    text: str
-    total_chars: int
-    start_chars: int
-    limit_chars: int
-    match_start_chars: int | None = None
-    match_end_chars: int | None = None
-    next_cursor: str | None = None
-    previous_cursor: str | None = None
-    warnings: tuple[Warning_, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.start_chars <= self.total_chars:
-            raise ValueError("start_chars must lie within the field")
-        if not 1 <= self.limit_chars <= MAX_LIMIT_CHARS:
-            raise ValueError(f"limit_chars must be between 1 and {MAX_LIMIT_CHARS}")
-        if len(self.text) != min(self.limit_chars, self.total_chars - self.start_chars):
-            raise ValueError("text must be the slice [start, start + limit) of the field")
-        if (self.match_start_chars is None) != (self.match_end_chars is None):
-            raise ValueError("match_start_chars and match_end_chars go together")
-        if (
-            self.match_start_chars is not None
-            and self.match_end_chars is not None
-            and not (0 <= self.match_start_chars < self.match_end_chars <= self.total_chars)
-        ):
-            raise ValueError("the match must lie within the field")
-        if (self.next_cursor is None) != (self.next_offset_chars is None):
-            raise ValueError("next_cursor must be set exactly when next_offset_chars is")
-        if (self.previous_cursor is None) != (self.previous_offset_chars is None):
-            raise ValueError("previous_cursor must be set exactly when previous_offset_chars is")
-
-    @property
-    def end_chars(self) -> int:
-        return min(self.start_chars + len(self.text), self.total_chars)
-
-    @property
-    def complete(self) -> bool:
-        return self.start_chars == 0 and self.end_chars >= self.total_chars
-
-    @property
-    def has_more(self) -> bool:
-        return self.end_chars < self.total_chars
-
-    @property
-    def next_offset_chars(self) -> int | None:
-        return self.end_chars if self.has_more else None
-
-    @property
-    def previous_offset_chars(self) -> int | None:
-        if self.start_chars > 0:
-            return max(0, self.start_chars - self.limit_chars)
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "object": "field_window",
-            "stream": self.stream,
-            "record_id": self.record_id,
-            "connection_id": self.connection_id,
-            "field": self.field.to_dict(),
-            "window": {
-                "text": self.text,
-                "total_chars": self.total_chars,
-                "start_chars": self.start_chars,
-                "end_chars": self.end_chars,
-                "limit_chars": self.limit_chars,
-                "complete": self.complete,
-                "has_more": self.has_more,
-                "match_start_chars": self.match_start_chars,
-                "match_end_chars": self.match_end_chars,
-                "next_offset_chars": self.next_offset_chars,
-                "previous_offset_chars": self.previous_offset_chars,
-                "next_cursor": self.next_cursor,
-                "previous_cursor": self.previous_cursor,
-            },
-            "meta": {"warnings": [dict(warning) for warning in self.warnings]},
-        }

@@ -8,14 +8,12 @@ The check order is the contract's (§7), identical on every backend because it i
 
 Steps 1 and 5 read the catalogue (manifests, connections), never a record. Steps 7 onwards are
 answered by statements that carry the grant's visibility condition (`_sql.visible_records`), so a
-hidden record is indistinguishable from a missing one.
+hidden record is indistinguishable from a missing one. Each read returns an evidence card.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,41 +28,44 @@ from pdpp_store._core.cursor import (
     key_id_of,
 )
 from pdpp_store._core.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
-from pdpp_store._core.fields import FieldInfo, FieldKind
+from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.folding import fold
 from pdpp_store._core.grants import Grant, StreamGrant
 from pdpp_store._core.identity import (
-    FieldWindowRef,
     RecordRef,
     UnscopedRecordRef,
+    is_blob_id,
     parse_record_ref,
     validate_field_path,
 )
 from pdpp_store._core.manifest import Manifest
 from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._core.window import (
-    DEFAULT_LIMIT_CHARS,
     MAX_LIMIT_CHARS,
     CursorSelector,
-    FieldWindow,
     MatchSelector,
     OffsetSelector,
     limit_clamped_warning,
-    match_window_limit,
-    match_window_start,
     parse_selector,
     window_bounds,
 )
-from pdpp_store._runtime import Op, Rows
 from pdpp_store._sql import statements as sql
+from pdpp_store._sql.dialects import MAX_SQL_INT
+from pdpp_store._sql.requests import Op, Rows
+from pdpp_store.evidence import (
+    BlobInfo,
+    BlobRange,
+    FieldInfo,
+    FieldPreview,
+    FieldWindow,
+    RecordView,
+)
 
-from .writes import BlobInfo, load_cursor_keys
+from .writes import load_cursor_keys
 
 __all__ = [
     "PREVIEW_CHARS",
-    "BlobRange",
     "ReadContext",
-    "RecordView",
     "blob_info",
     "describe_field",
     "read_blob_range",
@@ -75,22 +76,22 @@ __all__ = [
 DECLARED_TTL_S = 5.0
 PREVIEW_CHARS = 1024
 """Text (or JSON text) up to this many code points is returned whole by `read_record`; longer
-values come back as a preview of this length plus the arguments of the window read that
-continues it."""
+values come back as a preview of this length plus the continuation of the window read that
+reads on. A preview is cut from the first chunk, so it is at most `CHUNK_CHARS`."""
+assert 1 <= PREVIEW_CHARS <= CHUNK_CHARS
 
-_MAX_SQL_OFFSET = 2**31 - 1 - MAX_LIMIT_CHARS
-"""The largest window offset sent to SQL: `offset + limit` stays a 32-bit integer. Chunk
-arithmetic is 32-bit on Postgres anyway, so no readable field is longer than this."""
+_MAX_SQL_OFFSET = MAX_SQL_INT - MAX_LIMIT_CHARS
+"""The largest window offset sent to SQL: `offset + limit` stays an integer every database's
+string functions take, so no readable field is longer than this."""
 
 MAX_BLOB_RANGE_BYTES = 1 << 20
-_BLOB_ID = re.compile(r"blob_sha256_[0-9a-f]{64}")
 
 RecordInput = RecordRef | UnscopedRecordRef | str
 
 
 @dataclass(slots=True)
 class ReadContext:
-    """What reads share across calls of one store: the cursor codec, the preview bound, and the
+    """What reads share across calls of one store: the cursor codec, and the
     (connection, stream) pairs seen declared in the last `DECLARED_TTL_S` seconds, which skip the
     catalogue query of step 1. The store clears it when it registers a manifest; a manifest
     registered by another process is seen within the TTL. Entries only ever say "declared", and
@@ -99,7 +100,6 @@ class ReadContext:
     codec: CursorCodec
     stored_keys: bool = True
     """The cursor keys live in the database (not configured): another process may add one."""
-    preview_chars: int = PREVIEW_CHARS
     declared: dict[tuple[str, str], float] = dataclass_field(default_factory=dict, compare=False)
     manifests: dict[str, tuple[Any, Manifest]] = dataclass_field(
         default_factory=dict, compare=False
@@ -107,26 +107,8 @@ class ReadContext:
     """Parsed manifests by connector id, with the registration time they were parsed at (a
     re-registration, by this store or another, is seen by that time changing)."""
 
-    def __post_init__(self) -> None:
-        if not 1 <= self.preview_chars <= CHUNK_CHARS:  # a preview is cut from the first chunk
-            raise ValueError(f"preview_chars must be between 1 and {CHUNK_CHARS}")
-
 
 # ---------------------------------------------------------------- steps shared by every read
-
-
-def _field_info(row: tuple[Any, ...]) -> FieldInfo:
-    path, kind, json_type, size_chars, size_bytes, digest, mime_type, blob_id = row[:8]
-    return FieldInfo(
-        path,
-        FieldKind(kind),
-        json_type,
-        int(size_chars),
-        int(size_bytes),
-        digest,
-        mime_type,
-        blob_id,
-    )
 
 
 def _declared(
@@ -231,13 +213,14 @@ def _resolve(
     return scoped, stream_grant, checked_path, chosen, warnings
 
 
-def _present(rows: list[tuple[Any, ...]] | None, ref: RecordRef, path: str) -> FieldInfo:
+def _present(rows: Rows | None, ref: RecordRef, path: str) -> FieldInfo:
     """Steps 7 and 8 (presence) from the rows of a field statement."""
     if not rows:
         raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
-    if rows[0][0] is None:
+    info = sql.field_info(rows[0])
+    if info is None:
         raise NotFound("field_not_found", f"record {ref.id!r} has no field {path!r}", param="field")
-    return _field_info(rows[0])
+    return info
 
 
 def _text_like(info: FieldInfo, ref: RecordRef) -> FieldInfo:
@@ -281,44 +264,42 @@ def read_field_window(
         grant.fingerprint(ref.stream), ref.connection_id, ref.stream, ref.record_id, path
     )
     match: tuple[int, int] | None = None
-    rows: Rows | None = None
     if isinstance(chosen, MatchSelector):
-        match_start, rows = yield from _find(ref, path, stream_grant, chosen)
-        match = (match_start, match_start + len(chosen.q))
-        start = match_window_start(match_start, chosen.before_chars)
-        limit, clamped = match_window_limit(
-            match_start, start, len(chosen.q), chosen.after_chars, chosen.limit_chars
-        )
-        if clamped and limit_clamped_warning() not in warnings:
+        bounds, rows = yield from _find(ref, path, stream_grant, chosen)
+        match = (bounds.match_start, bounds.match_start + len(chosen.q))
+        start, limit = bounds.start, bounds.limit
+        if bounds.clamped and limit_clamped_warning() not in warnings:
             warnings = (*warnings, limit_clamped_warning())
         prefix: str | None = None  # the window was cut from the text the match was found in
-    elif isinstance(chosen, CursorSelector):
-        claimed = key_id_of(chosen.cursor)
-        known = {key.key_id for key in (ctx.codec.active, *ctx.codec.previous)}
-        if ctx.stored_keys and claimed is not None and claimed not in known:
-            # Another process may have rotated the keys since this store opened.
-            ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
-        state: CursorState = ctx.codec.open(chosen.cursor, binding)
-        start, limit = state.offset_chars, chosen.limit_chars or state.limit_chars
-        prefix = "sha256:" + state.digest_prefix.hex()
     else:
-        assert isinstance(chosen, OffsetSelector)
-        start, limit, prefix = chosen.offset_chars, chosen.limit_chars, None
-    if match is None:
+        if isinstance(chosen, CursorSelector):
+            claimed = key_id_of(chosen.cursor)
+            known = {key.key_id for key in (ctx.codec.active, *ctx.codec.previous)}
+            if ctx.stored_keys and claimed is not None and claimed not in known:
+                # Another process may have rotated the keys since this store opened.
+                ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
+            state: CursorState = ctx.codec.open(chosen.cursor, binding)
+            start, limit = state.offset_chars, chosen.limit_chars or state.limit_chars
+            prefix = state.digest_start
+        else:
+            assert isinstance(chosen, OffsetSelector)
+            start, limit, prefix = chosen.offset_chars, chosen.limit_chars, None
         # Every offset at or past the field's end reads the same empty window, so the statement
         # gets an offset its SQL arithmetic can hold (Postgres `substr` takes 32-bit integers).
-        rows = yield sql.field_window(
-            ref,
-            path,
-            stream_grant,
-            start=min(start, _MAX_SQL_OFFSET),
-            limit=limit,
-            digest_prefix=prefix,
-        )
+        rows = (
+            yield sql.field_window(
+                ref,
+                path,
+                stream_grant,
+                start=min(start, _MAX_SQL_OFFSET),
+                limit=limit,
+                digest_prefix=prefix,
+            )
+        ) or []
     info = _text_like(_present(rows, ref, path), ref)
     if prefix is not None and not info.digest.startswith(prefix):
         raise _stale(info)
-    text = "".join(row[8] for row in rows or () if row[8] is not None)
+    text = sql.window_text(rows)
     start = window_bounds(start, info.size_chars)
     end = start + len(text)
     return FieldWindow(
@@ -327,7 +308,6 @@ def read_field_window(
         record_id=ref.record_id,
         field=info,
         text=text,
-        total_chars=info.size_chars,
         start_chars=start,
         limit_chars=limit,
         match_start_chars=match[0] if match else None,
@@ -344,10 +324,10 @@ def read_field_window(
 
 def _find(
     ref: RecordRef, path: str, stream_grant: StreamGrant, chosen: MatchSelector
-) -> Op[tuple[int, Rows]]:
-    """Steps 7, 8 and 10 for a match: the code-point offset of the first case-folded occurrence
-    of `q`, and the window around it as `field_window` rows, in one statement. When nothing
-    matched, the field's metadata says which check failed first."""
+) -> Op[tuple[sql.MatchBounds, Rows]]:
+    """Steps 7, 8 and 10 for a match: the window around the first case-folded occurrence of
+    `q` (its bounds, and its rows as `field_window`'s), in one statement. When nothing matched,
+    the field's metadata says which check failed first."""
     found = yield sql.match_window(
         ref,
         path,
@@ -358,7 +338,7 @@ def _find(
         limit=chosen.limit_chars,
     )
     if found:
-        return int(found[0][0]), [tuple(row[2:]) for row in found]
+        return sql.match_bounds(found[0]), found
     _text_like(_present((yield sql.field_meta(ref, path, stream_grant)), ref, path), ref)
     raise NotFound(
         "query_not_found", f"q does not occur in field {path!r} of record {ref.id!r}", param="q"
@@ -380,136 +360,32 @@ def describe_field(
 # ---------------------------------------------------------------- records
 
 
-@dataclass(frozen=True, slots=True)
-class FieldPreview:
-    """One field of a projected record, as `read_record` shows it."""
-
-    info: FieldInfo
-    status: str  # complete | truncated | binary-only
-    value: Any = None  # the whole value when complete; the preview text when truncated text
-    preview: str | None = None
-    item_count: int | None = None
-
-    def ladder(self, ref: RecordRef) -> dict[str, Any]:
-        out = {**self.info.to_dict(), "preview_status": self.status}
-        if self.status == "truncated":
-            assert self.preview is not None
-            out["preview_chars"] = len(self.preview)
-            if self.item_count is not None:
-                out["item_count"] = self.item_count
-            if self.info.kind is FieldKind.JSON:
-                out["preview"] = self.preview
-            continuation = {
-                "id": ref.id,
-                "field_path": self.info.path,
-                "offset_chars": len(self.preview),
-                "limit_chars": DEFAULT_LIMIT_CHARS,
-            }
-            out["read"] = {"tool": "read_record_field", "arguments": continuation}
-            out["resource_uri"] = FieldWindowRef(
-                ref, self.info.path, len(self.preview), DEFAULT_LIMIT_CHARS
-            ).uri
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class RecordView:
-    """A record projected under a grant: granted fields only, long values as previews.
-
-    `revision` identifies the granted content (a digest of the granted fields' paths, kinds and
-    digests): it changes exactly when something the grant covers changes. The record's own
-    `version` counts every change, so it is shown only under a grant of all fields; under a
-    narrower one it would tell that an ungranted field changed."""
-
-    ref: RecordRef
-    version: int | None
-    fields: tuple[FieldPreview, ...]
-
-    @property
-    def revision(self) -> str:
-        hasher = hashlib.sha256()
-        for item in sorted(self.fields, key=lambda f: f.info.path):
-            hasher.update(
-                json.dumps([item.info.path, item.info.kind.value, item.info.digest]).encode()
-            )
-        return "sha256:" + hasher.hexdigest()
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        ladder: dict[str, Any] = {}
-        for item in self.fields:
-            if item.status == "complete" or (
-                item.status == "truncated" and item.info.kind is FieldKind.TEXT
-            ):
-                data[item.info.path] = item.value
-            if item.status != "complete":
-                ladder[item.info.path] = item.ladder(self.ref)
-        return {
-            "object": "record",
-            "id": self.ref.id,
-            "uri": self.ref.uri,
-            "connection_id": self.ref.connection_id,
-            "stream": self.ref.stream,
-            "record_id": self.ref.record_id,
-            "revision": self.revision,
-            **({"version": self.version} if self.version is not None else {}),
-            "data": data,
-            "content_ladder": ladder,
-        }
-
-
-def _preview(row: tuple[Any, ...], bound: int) -> FieldPreview:
-    info = _field_info(row[1:9])
-    item_count, head = row[9], row[10]
+def _preview(ref: RecordRef, row: sql.PreviewRow) -> FieldPreview:
+    info, item_count = row.info, row.item_count
     if not info.text_like:
-        return FieldPreview(info, "binary-only", item_count=item_count)
-    head = head or ""
-    if info.size_chars <= bound:
+        return FieldPreview(ref, info, "binary-only", item_count=item_count)
+    head = row.head or ""
+    if info.size_chars <= PREVIEW_CHARS:
         value = head if info.kind is FieldKind.TEXT else json.loads(head)
-        return FieldPreview(info, "complete", value)
-    preview = head[:bound]
-    return FieldPreview(
-        info,
-        "truncated",
-        preview if info.kind is FieldKind.TEXT else None,
-        preview,
-        item_count,
-    )
+        return FieldPreview(ref, info, "complete", value)
+    preview = head[:PREVIEW_CHARS]
+    shown = preview if info.kind is FieldKind.TEXT else None  # half a JSON text is no value
+    return FieldPreview(ref, info, "truncated", shown, preview, item_count)
 
 
 def read_record(
     ctx: ReadContext, grant: Grant, record: RecordInput, *, connection_id: str | None = None
 ) -> Op[RecordView]:
     ref, stream_grant, _, _, _ = yield from _resolve(ctx, grant, record, connection_id, None)
-    rows = yield sql.record_preview(ref, stream_grant, ctx.preview_chars)
+    rows = yield sql.record_preview(ref, stream_grant, PREVIEW_CHARS)
     if not rows:
         raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
-    previews = tuple(_preview(row, ctx.preview_chars) for row in rows if row[1] is not None)
-    version = int(rows[0][0]) if stream_grant.fields is None else None
-    return RecordView(ref, version, previews)
+    version, found = sql.preview_rows(rows)
+    previews = tuple(_preview(ref, row) for row in found)
+    return RecordView(ref, version if stream_grant.fields is None else None, previews)
 
 
 # ---------------------------------------------------------------- blobs
-
-
-@dataclass(frozen=True, slots=True)
-class BlobRange:
-    blob: BlobInfo
-    offset_bytes: int
-    data: bytes
-
-    @property
-    def has_more(self) -> bool:
-        return self.offset_bytes + len(self.data) < self.blob.size_bytes
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "object": "blob_range",
-            "blob": self.blob.to_dict(),
-            "offset_bytes": self.offset_bytes,
-            "length_bytes": len(self.data),
-            "has_more": self.has_more,
-        }
 
 
 def _blob_not_found(blob_id: object) -> NotFound:
@@ -520,16 +396,15 @@ def blob_info(grant: Grant, blob_id: str) -> Op[BlobInfo]:
     """A blob's metadata, only through a visible record whose granted field references it: first
     the grant's reach (record tables), then the blob itself (blob tables), as two statements so
     the two can live on differently distributed tables (docs/scaling.md)."""
-    if not isinstance(blob_id, str) or not _BLOB_ID.fullmatch(blob_id):
+    if not is_blob_id(blob_id):
         raise _blob_not_found(blob_id)
     grant.ensure_usable()
     if not (yield sql.blob_referenced(list(grant.streams), blob_id)):
         raise _blob_not_found(blob_id)
-    rows = yield sql.blob_metadata(blob_id)
-    if not rows:
+    info = sql.blob_info((yield sql.blob_metadata(blob_id)) or [])
+    if info is None:
         raise _blob_not_found(blob_id)
-    found, sha, mime_type, size = rows[0]
-    return BlobInfo(found, sha, mime_type, int(size))
+    return info
 
 
 def read_blob_range(
@@ -547,4 +422,4 @@ def read_blob_range(
     info = yield from blob_info(grant, blob_id)
     start = min(offset_bytes, info.size_bytes)
     rows = yield sql.blob_range(info.blob_id, start, length_bytes)
-    return BlobRange(info, start, b"".join(bytes(row[0]) for row in rows or ()))
+    return BlobRange(info, start, sql.blob_bytes(rows or []))

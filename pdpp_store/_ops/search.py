@@ -34,14 +34,21 @@ from pdpp_store._core.query import (
     page_binding,
     parse_query,
 )
-from pdpp_store._runtime import Op
+from pdpp_store._core.window import MAX_LIMIT_CHARS
 from pdpp_store._sql import search as search_sql
 from pdpp_store._sql import statements as sql
-from pdpp_store.evidence.continuation import Continuation
-from pdpp_store.evidence.grant_schema import FieldSchema, GrantSchema, StreamSchema
-from pdpp_store.evidence.search import MatchExcerpt, SearchHit, SearchPage
+from pdpp_store._sql.requests import Op, Rows
+from pdpp_store.evidence import (
+    Continuation,
+    FieldSchema,
+    GrantSchema,
+    MatchExcerpt,
+    SearchHit,
+    SearchPage,
+    StreamSchema,
+)
 
-from .reads import ReadContext, _field_info
+from .reads import ReadContext
 from .writes import load_cursor_keys
 
 __all__ = ["READ_CONTEXT_CHARS", "describe_grant", "search"]
@@ -82,9 +89,9 @@ def _manifests(ctx: ReadContext, stamps: dict[str, Any]) -> Op[dict[str, Manifes
     """The parsed manifest of each connector, parsed again only when re-registered."""
     stale = [cid for cid, stamp in stamps.items() if ctx.manifests.get(cid, (None,))[0] != stamp]
     if stale:
-        for connector_id, stamp, document in (
-            yield search_sql.manifest_documents(sorted(stale))
-        ) or []:
+        for connector_id, stamp, document in search_sql.stored_manifests(
+            (yield search_sql.manifest_documents(sorted(stale))) or []
+        ):
             ctx.manifests[connector_id] = (stamp, Manifest.from_json(document))
     return {cid: ctx.manifests[cid][1] for cid in stamps if cid in ctx.manifests}
 
@@ -95,15 +102,15 @@ def _catalogue(
     """(connection_id, stream, manifest) for every covered connection declaring a stream."""
     rows = (yield search_sql.stream_connections(names, connection_id)) or []
     covered = [
-        (conn, connector, stream, stamp)
-        for conn, connector, stream, stamp in rows
-        if grant.stream(stream).covers_connection(conn)
+        row
+        for row in search_sql.declaring_connections(rows)
+        if grant.stream(row.stream).covers_connection(row.connection_id)
     ]
-    found = yield from _manifests(ctx, {connector: stamp for _, connector, _, stamp in covered})
+    found = yield from _manifests(ctx, {row.connector_id: row.registered_at for row in covered})
     return [
-        (conn, stream, found[connector])
-        for conn, connector, stream, _ in covered
-        if connector in found
+        (row.connection_id, row.stream, found[row.connector_id])
+        for row in covered
+        if row.connector_id in found
     ]
 
 
@@ -163,7 +170,7 @@ def search(
         return SearchPage(())
     needles = [term.folded for term in query.terms]
     rows = (yield search_sql.hits(stream_grants, groups, needles, after, size + 1)) or []
-    keys = [(str(c), str(s), str(r)) for c, s, r in rows]
+    keys = search_sql.hit_keys(rows)
     page_keys = keys[:size]
     paths_of = {
         (conn_id, stream_grants[g.grant_index].name): g.paths
@@ -205,16 +212,20 @@ def _evidence(
     return None
 
 
-def _excerpt(ref: RecordRef, path: str, term: Term, rows: list[tuple[Any, ...]]) -> MatchExcerpt:
-    match_start, start = int(rows[0][0]), int(rows[0][1])
-    info = _field_info(rows[0][2:10])
-    text = "".join(row[10] for row in rows if row[10] is not None)
+def _excerpt(ref: RecordRef, path: str, term: Term, rows: Rows) -> MatchExcerpt:
+    bounds = sql.match_bounds(rows[0])
+    match_start, start = bounds.match_start, bounds.start
+    info = sql.field_info(rows[0])
+    assert info is not None  # a match window's rows always carry the field
+    text = sql.window_text(rows)
     window_start = max(0, match_start - READ_CONTEXT_CHARS)
-    window_limit = min(match_start - window_start + len(term.text) + READ_CONTEXT_CHARS, 16384)
+    window_limit = min(
+        match_start - window_start + len(term.text) + READ_CONTEXT_CHARS, MAX_LIMIT_CHARS
+    )
     read = Continuation(
         "read_field_window",
         {
-            "record": ref.id,
+            "record": ref.argument,
             "field": path,
             "q": term.text,
             "before_chars": READ_CONTEXT_CHARS,

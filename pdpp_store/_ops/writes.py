@@ -1,4 +1,5 @@
-"""Write operations, each one generator driven by `_runtime` (no I/O here).
+"""Write operations, each one generator driven by `_runtime` (no I/O here); each returns an
+evidence card (`UpsertResult`, `BlobInfo`) or nothing.
 
 Rules:
 1. `upsert_records` works in batches: a batch is encoded and checked in full before anything of
@@ -26,11 +27,11 @@ from typing import Any, TypeVar
 from sqlalchemy import delete, func, insert, select, update
 
 from pdpp_store._core.errors import BadRequest, NotFound, StoreError
-from pdpp_store._core.identity import is_unicode, validate_safe_name
-from pdpp_store._core.manifest import FieldHint, Manifest, StreamSpec
+from pdpp_store._core.identity import blob_id_for, is_unicode, validate_safe_name
+from pdpp_store._core.manifest import Manifest, StreamSpec
 from pdpp_store._core.values import EncodedField, EncodedRecord, encode_record
-from pdpp_store._runtime import COMMIT, Execute, Op
 from pdpp_store._sql import statements as sql
+from pdpp_store._sql.requests import COMMIT, Execute, Op
 from pdpp_store._sql.tables import (
     BLOB_CHUNK_BYTES,
     blob_chunks,
@@ -43,10 +44,9 @@ from pdpp_store._sql.tables import (
     records,
     streams,
 )
+from pdpp_store.evidence import BlobInfo, UpsertResult
 
 __all__ = [
-    "BlobInfo",
-    "UpsertResult",
     "add_connection",
     "delete_record",
     "load_cursor_keys",
@@ -107,12 +107,12 @@ def add_connection(connection_id: str, connector_id: str) -> Op[None]:
             f"connector {connector_id!r} has no registered manifest",
             param="connector_id",
         )
-    existing = yield sql.connection_exists(connection_id)
-    if existing:
-        if existing[0][0] != connector_id:
+    existing = sql.connector_of((yield sql.connection_exists(connection_id)) or [])
+    if existing is not None:
+        if existing != connector_id:
             raise BadRequest(
                 "invalid_request",
-                f"connection {connection_id!r} already belongs to connector {existing[0][0]!r}",
+                f"connection {connection_id!r} already belongs to connector {existing!r}",
                 param="connection_id",
             )
         return
@@ -124,8 +124,8 @@ def add_connection(connection_id: str, connector_id: str) -> Op[None]:
 
 def load_stream(connection_id: str, stream: str) -> Op[StreamSpec]:
     """The stream's spec for a connection: `connection_not_found` / `stream_not_declared`."""
-    rows = yield sql.stream_spec(connection_id, stream)
-    if not rows:
+    spec = sql.stream_spec_of(stream, (yield sql.stream_spec(connection_id, stream)) or [])
+    if spec is None:
         if not (yield sql.connection_exists(connection_id)):
             raise NotFound(
                 "connection_not_found",
@@ -137,30 +137,10 @@ def load_stream(connection_id: str, stream: str) -> Op[StreamSpec]:
             f"stream {stream!r} is not declared by this connection's manifest",
             param="stream",
         )
-    primary_key, consent, hints = rows[0]
-    return StreamSpec(
-        stream,
-        tuple(json.loads(primary_key)),
-        consent,
-        {k: FieldHint.from_json(v) for k, v in json.loads(hints).items()},
-    )
+    return spec
 
 
 # ---------------------------------------------------------------- records
-
-
-@dataclass(slots=True)
-class UpsertResult:
-    inserted: int = 0
-    updated: int = 0
-    unchanged: int = 0
-
-    @property
-    def written(self) -> int:
-        return self.inserted + self.updated
-
-    def to_dict(self) -> dict[str, int]:
-        return {"inserted": self.inserted, "updated": self.updated, "unchanged": self.unchanged}
 
 
 @dataclass(slots=True)
@@ -180,7 +160,6 @@ def _field_row(key: dict[str, str], item: EncodedField) -> dict[str, Any]:
         "size_chars": item.size_chars,
         "size_bytes": item.size_bytes,
         "digest": item.digest,
-        "chunk_count": item.chunk_count,
         "item_count": item.item_count,
         "mime_type": item.mime_type,
         "blob_id": item.blob_id,
@@ -193,7 +172,7 @@ def _plan_batch(
     stream: str,
     *,
     encoded: dict[str, EncodedRecord],
-    existing: dict[str, tuple[int, str, bool]],
+    existing: dict[str, sql.StoredRecord],
     old_fields: dict[str, dict[str, tuple[str, str]]],
     result: UpsertResult,
 ) -> _BatchPlan:
@@ -217,8 +196,7 @@ def _plan_batch(
             plan.new_fields.extend((record_id, f) for f in record.fields)
             result.inserted += 1
             continue
-        version, old_digest, deleted = before
-        if old_digest == digest and not deleted:
+        if before.digest == digest and not before.deleted:
             result.unchanged += 1
             continue
         plan.changed_records.append(
@@ -226,7 +204,7 @@ def _plan_batch(
                 "k_connection_id": connection_id,
                 "k_stream": stream,
                 "k_record_id": record_id,
-                "version": version + 1,
+                "version": before.version + 1,
                 "digest": digest,
                 "deleted": False,
                 "updated_at": now,
@@ -294,18 +272,14 @@ def upsert_records(
             exc.add_note(f"pdpp_store: records committed before this: {result.to_dict()}")
             raise
         ids = list(encoded)
-        existing = {
-            rid: (version, digest, bool(deleted))
-            for rid, version, digest, deleted in (
-                (yield sql.existing_records(connection_id, stream, ids)) or []
-            )
-        }
+        existing = sql.stored_records(
+            (yield sql.existing_records(connection_id, stream, ids)) or []
+        )
         old_fields: dict[str, dict[str, tuple[str, str]]] = {}
         if existing:
-            for rid, path, kind, digest in (
-                yield sql.existing_fields(connection_id, stream, list(existing))
-            ) or []:
-                old_fields.setdefault(rid, {})[path] = (kind, digest)
+            old_fields = sql.stored_fields(
+                (yield sql.existing_fields(connection_id, stream, list(existing))) or []
+            )
         plan = _plan_batch(
             connection_id,
             stream,
@@ -344,7 +318,7 @@ def _keep_statistics_current() -> Op[None]:
     in the records present, whatever autovacuum does."""
     stale = yield sql.stale_tables()
     if stale:
-        yield sql.analyze([name for (name,) in stale])
+        yield sql.analyze(sql.stale_table_names(stale))
         yield COMMIT
 
 
@@ -370,37 +344,11 @@ def delete_record(connection_id: str, stream: str, record_id: str) -> Op[None]:
             records.c.stream == stream,
             records.c.record_id == record_id,
         )
-        .values(deleted=True, version=rows[0][0] + 1, updated_at=_now())
+        .values(deleted=True, version=rows[0]["version"] + 1, updated_at=_now())
     )
 
 
 # ---------------------------------------------------------------- blobs
-
-
-@dataclass(frozen=True, slots=True)
-class BlobInfo:
-    blob_id: str
-    sha256: str
-    mime_type: str
-    size_bytes: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "object": "blob",
-            "blob_id": self.blob_id,
-            "mime_type": self.mime_type,
-            "size_bytes": self.size_bytes,
-            "sha256": self.sha256,
-        }
-
-    def as_ref(self) -> dict[str, Any]:
-        """The value a record field holds to point at this blob (`blob_ref`)."""
-        return {
-            "blob_id": self.blob_id,
-            "mime_type": self.mime_type,
-            "size_bytes": self.size_bytes,
-            "sha256": self.sha256,
-        }
 
 
 def put_blob(data: bytes, mime_type: str) -> Op[BlobInfo]:
@@ -416,10 +364,10 @@ def put_blob(data: bytes, mime_type: str) -> Op[BlobInfo]:
 def _store_blob(view: memoryview, mime_type: str) -> Op[BlobInfo]:
     """Content-addressed: bytes already stored are not written again (their MIME type stays)."""
     sha = hashlib.sha256(view).hexdigest()
-    blob_id = f"blob_sha256_{sha}"
-    found = yield sql.blob_exists(blob_id)
-    if found:
-        return BlobInfo(blob_id, sha, found[0][1], found[0][2])
+    blob_id = blob_id_for(sha)
+    found = sql.blob_info((yield sql.blob_exists(blob_id)) or [])
+    if found is not None:
+        return found
     yield Execute(
         insert(blobs),
         {
@@ -454,7 +402,7 @@ def load_cursor_keys(create: bool) -> Op[list[tuple[int, bytes]]]:
     query = select(cursor_keys.c.key_id, cursor_keys.c.secret).order_by(cursor_keys.c.key_id.desc())
     rows = (yield Execute(query)) or []
     if rows or not create:
-        return [(int(k), bytes(s)) for k, s in rows]
+        return [(int(row["key_id"]), bytes(row["secret"])) for row in rows]
     yield Execute(
         insert(cursor_keys), {"key_id": 1, "secret": secrets.token_bytes(32), "created_at": _now()}
     )
@@ -462,8 +410,8 @@ def load_cursor_keys(create: bool) -> Op[list[tuple[int, bytes]]]:
 
 
 def rotate_cursor_key() -> Op[int]:
-    rows = yield Execute(select(func.max(cursor_keys.c.key_id)))
-    newest = (rows[0][0] if rows else None) or 0
+    rows = yield Execute(select(func.max(cursor_keys.c.key_id).label("newest")))
+    newest = (rows[0]["newest"] if rows else None) or 0
     if newest >= 255:
         raise BadRequest("invalid_request", "all 255 cursor key ids are in use", param="key_id")
     yield Execute(

@@ -13,6 +13,8 @@ Rules:
    1024, so a term crosses at most one boundary).
 4. Hits come in key order `(connection_id, stream, record_id)` (byte order on both databases),
    strictly after the page cursor's key: keyset pages that never skip or repeat a hit.
+5. As in `statements`: every selected column is labelled, and each statement's rows are decoded
+   by label by the function below it.
 """
 
 from __future__ import annotations
@@ -39,12 +41,22 @@ from sqlalchemy import (
 
 from pdpp_store._core.grants import StreamGrant
 from pdpp_store._core.values import LOOKAHEAD_CHARS
-from pdpp_store._runtime import Execute
 
-from .statements import GrantShape, _kind_in, _same_record, grant_params, strpos, visible_records
+from .dialects import strpos
+from .requests import Execute, Rows
+from .statements import GrantShape, _kind_in, _same_record, grant_params, visible_records
 from .tables import connections, field_chunks, fields, manifests, records, streams
 
-__all__ = ["SearchGroup", "hits", "manifest_documents", "stream_connections"]
+__all__ = [
+    "DeclaringConnection",
+    "SearchGroup",
+    "declaring_connections",
+    "hit_keys",
+    "hits",
+    "manifest_documents",
+    "stored_manifests",
+    "stream_connections",
+]
 
 
 def stream_connections(names: Sequence[str], connection_id: str | None) -> Execute:
@@ -78,6 +90,25 @@ def _stream_connections(one: bool) -> Select[Any]:
     return query
 
 
+@dataclass(frozen=True, slots=True)
+class DeclaringConnection:
+    connection_id: str
+    connector_id: str
+    stream: str
+    registered_at: Any
+    """When the connector's manifest was registered: the stamp of a parsed manifest."""
+
+
+def declaring_connections(rows: Rows) -> list[DeclaringConnection]:
+    """`stream_connections`' answer."""
+    return [
+        DeclaringConnection(
+            row["connection_id"], row["connector_id"], row["stream"], row["registered_at"]
+        )
+        for row in rows
+    ]
+
+
 def manifest_documents(connector_ids: Sequence[str]) -> Execute:
     return Execute(
         select(manifests.c.connector_id, manifests.c.registered_at, manifests.c.document).where(
@@ -85,6 +116,11 @@ def manifest_documents(connector_ids: Sequence[str]) -> Execute:
         ),
         {"s_connectors": list(connector_ids)},
     )
+
+
+def stored_manifests(rows: Rows) -> list[tuple[str, Any, str]]:
+    """`manifest_documents`' answer: (connector id, registration stamp, manifest JSON)."""
+    return [(row["connector_id"], row["registered_at"], row["document"]) for row in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,3 +211,8 @@ def _hits(
             tuple_(*key) > tuple_(bindparam("a_conn"), bindparam("a_stream"), bindparam("a_id"))
         )
     return query.order_by(*key).limit(bindparam("h_limit", type_=Integer))
+
+
+def hit_keys(rows: Rows) -> list[tuple[str, str, str]]:
+    """`hits`' answer: the records' keys, in order."""
+    return [(str(row["connection_id"]), str(row["stream"]), str(row["record_id"])) for row in rows]

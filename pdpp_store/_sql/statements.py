@@ -4,20 +4,25 @@ Rules:
 1. Nothing here executes anything: builders return `Execute(statement, params)` values that the
    operations yield to a driver.
 2. Statements are templates with bound parameters, built once per shape (which optional grant
-   terms are present) and cached, so a read costs one cached compile, not an expression build.
-3. Dialect spelling lives here alone, as constructs compiled per dialect (`strpos`, `greatest`,
-   `least`), never as `if dialect == ...` in the operations.
+   terms are present, and the dialect's capabilities where they matter) and cached, so a read
+   costs one cached compile, not an expression build.
+3. Dialect differences are `_sql.dialects`' alone: constructs compiled per dialect (`strpos`,
+   `greatest`, `least`) and capabilities passed to the builders that need them, never
+   `if dialect == ...` here or in the operations.
 4. Every statement that reads record data carries the grant's visibility condition
    (`visible_records`): connection, stream, not deleted, `resources`, time constraint. A hidden
    record therefore produces no row at all, exactly like a missing one.
 5. No statement returns more of a field than asked: window text is cut by `substr` on each chunk
    in SQL; a match scan returns one chunk number, one position and the field's digest.
+6. Every selected column has a label, and each statement's rows are decoded by the function
+   below it (`field_info`, `window_text`, `match_bounds`, ...), by label, never by position.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from sqlalchemy import (
@@ -43,18 +48,18 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.base import Executable
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.functions import GenericFunction
 
 from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.grants import StreamGrant
 from pdpp_store._core.identity import RecordRef
+from pdpp_store._core.manifest import FieldHint, StreamSpec
 from pdpp_store._core.values import CHUNK_CHARS, LOOKAHEAD_CHARS
 from pdpp_store._core.window import MAX_LIMIT_CHARS
-from pdpp_store._runtime import Execute, PerDialect
+from pdpp_store.evidence import BlobInfo, FieldInfo
 
+from .dialects import Capabilities, greatest, least, strpos
+from .requests import Execute, Row, Rows
 from .tables import (
     BLOB_CHUNK_BYTES,
     blob_chunks,
@@ -74,38 +79,6 @@ def _kind_in(text_like: bool) -> ColumnElement[bool]:
         literal_column(f"'{kind.value}'") for kind in FieldKind if kind.text_like is text_like
     ]
     return fields.c.kind.in_(kinds)
-
-
-class strpos(GenericFunction[int]):
-    """1-based position of the second argument in the first, 0 when absent; code points."""
-
-    type = Integer()
-    inherit_cache = True
-
-
-class greatest(GenericFunction[int]):
-    type = Integer()
-    inherit_cache = True
-
-
-class least(GenericFunction[int]):
-    type = Integer()
-    inherit_cache = True
-
-
-@compiles(strpos, "sqlite")
-def _strpos_sqlite(element: strpos, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"instr({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(greatest, "sqlite")
-def _greatest_sqlite(element: greatest, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"max({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(least, "sqlite")
-def _least_sqlite(element: least, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"min({compiler.process(element.clauses, **kw)})"
 
 
 # ---------------------------------------------------------------- catalogue
@@ -129,6 +102,20 @@ def _stream_spec() -> Select[Any]:
     )
 
 
+def stream_spec_of(stream: str, rows: Rows) -> StreamSpec | None:
+    """The spec of `stream_spec`'s row, or None when the connection does not declare it."""
+    if not rows:
+        return None
+    row = rows[0]
+    hints = json.loads(row["hints"])
+    return StreamSpec(
+        stream,
+        tuple(json.loads(row["primary_key"])),
+        row["consent_time_field"],
+        {name: FieldHint.from_json(hint) for name, hint in hints.items()},
+    )
+
+
 def connection_exists(connection_id: str) -> Execute:
     return Execute(_connection_exists(), {"r_conn": connection_id})
 
@@ -140,13 +127,22 @@ def _connection_exists() -> Select[Any]:
     )
 
 
+def connector_of(rows: Rows) -> str | None:
+    """The connector of `connection_exists`'s row, or None when there is no such connection."""
+    return str(rows[0]["connector_id"]) if rows else None
+
+
 def stream_declared_anywhere(stream: str) -> Execute:
     return Execute(_stream_declared_anywhere(), {"r_stream": stream})
 
 
 @cache
 def _stream_declared_anywhere() -> Select[Any]:
-    return select(literal(1)).where(streams.c.stream == bindparam("r_stream")).limit(1)
+    return (
+        select(literal(1).label("declared"))
+        .where(streams.c.stream == bindparam("r_stream"))
+        .limit(1)
+    )
 
 
 # ---------------------------------------------------------------- visibility
@@ -249,7 +245,29 @@ FIELD_META = (
     fields.c.mime_type,
     fields.c.blob_id,
 )
-"""The columns `_reads` turns into a `FieldInfo`, in this order."""
+"""The columns of a `FieldInfo`, labelled by their own names (decoded by `field_info`)."""
+
+
+def field_info(row: Row) -> FieldInfo | None:
+    """The `FieldInfo` of a row holding `FIELD_META`; None for the NULLs of an outer join that
+    found the record but not the field."""
+    if row["path"] is None:
+        return None
+    return FieldInfo(
+        row["path"],
+        FieldKind(row["kind"]),
+        row["json_type"],
+        int(row["size_chars"]),
+        int(row["size_bytes"]),
+        row["digest"],
+        row["mime_type"],
+        row["blob_id"],
+    )
+
+
+def window_text(rows: Rows) -> str:
+    """The window's text, from the chunk pieces of `field_window` or `match_window` rows."""
+    return "".join(row["text"] for row in rows if row["text"] is not None)
 
 
 # ---------------------------------------------------------------- field reads
@@ -304,7 +322,9 @@ def _field_window(shape: GrantShape, with_prefix: bool) -> Select[Any]:
     return (
         select(
             *FIELD_META,
-            func.substr(field_chunks.c.text, piece_start + 1, piece_end - piece_start),
+            func.substr(field_chunks.c.text, piece_start + 1, piece_end - piece_start).label(
+                "text"
+            ),
         )
         .select_from(records.outerjoin(fields, field_join).outerjoin(field_chunks, chunk_join))
         .where(_record_is(), visible_records(shape))
@@ -328,7 +348,7 @@ def _field_meta(shape: GrantShape) -> Select[Any]:
 
 
 @cache
-def _match_scan(shape: GrantShape, long_needle: bool) -> PerDialect:
+def _match_scan(shape: GrantShape, long_needle: bool, caps: Capabilities) -> Select[Any]:
     """The first chunk whose folded text, extended by the next chunk's first `len(q) - 1` code
     points, contains the folded needle; the 1-based position there; and the field's digest.
     One scan in chunk order that stops at the first hit and is linear in the chunks before
@@ -337,33 +357,45 @@ def _match_scan(shape: GrantShape, long_needle: bool) -> PerDialect:
 
     A needle of up to `LOOKAHEAD_CHARS + 1` code points is searched in each chunk's folded text
     followed by its stored look-ahead: one row read per chunk. A longer one needs up to
-    `len(q) - 1` code points of the next chunk, spelled per dialect. Postgres: `lead()` over the
-    chunks in key order (the window aggregate streams behind the index scan, so the scan still
-    stops at the first hit). SQLite materialises window functions, so there the next chunk's
-    head is a correlated scalar subquery on the full primary key: one index probe per chunk.
+    `len(q) - 1` code points of the next chunk. Where window functions stream
+    (`caps.streams_window_functions`): `lead()` over the chunks in key order (the window
+    aggregate streams behind the index scan, so the scan still stops at the first hit).
+    Elsewhere they are materialised, so the next chunk's head is a correlated scalar subquery
+    on the full primary key: one index probe per chunk.
     """
     the_field = and_(_record_is(fields), fields.c.path == bindparam("f_path"))
     field_is_text = exists().where(the_field, _kind_in(text_like=True))
     record_is_visible = exists().where(_record_is(), visible_records(shape))
-    digest = select(fields.c.digest).where(the_field).scalar_subquery()
+    digest = select(fields.c.digest).where(the_field).scalar_subquery().label("digest")
     checks = (
         _record_is(field_chunks),
         field_chunks.c.path == bindparam("f_path"),
         field_is_text,
         record_is_visible,
     )
+    chunk_no = field_chunks.c.chunk_no.label("chunk_no")
     here: ColumnElement[str] = func.coalesce(field_chunks.c.folded, field_chunks.c.text)
     overlap = bindparam("m_overlap", type_=Integer)
     needle = bindparam("m_needle", type_=Text())
     if not long_needle:
         position = strpos(here + func.coalesce(field_chunks.c.lookahead, ""), needle)
-        scan = select(
-            field_chunks.c.chunk_no, position.label("position"), digest.label("digest")
-        ).where(*checks, position > 0)
-        return PerDialect(scan.order_by(field_chunks.c.chunk_no).limit(1))
+        scan = select(chunk_no, position.label("position"), digest).where(*checks, position > 0)
+        return scan.order_by(field_chunks.c.chunk_no).limit(1)
+
+    if caps.streams_window_functions:
+        following = func.lead(here).over(order_by=field_chunks.c.chunk_no)
+        ahead = func.substr(following, 1, overlap)
+        position = strpos(here + func.coalesce(ahead, ""), needle)
+        hits = select(chunk_no, position.label("position")).where(*checks).subquery("hits")
+        return (
+            select(hits.c.chunk_no, hits.c.position, digest)
+            .where(hits.c.position > 0)
+            .order_by(hits.c.chunk_no)
+            .limit(1)
+        )
 
     nxt = field_chunks.alias("nxt")
-    ahead = (
+    probe = (
         select(func.substr(func.coalesce(nxt.c.folded, nxt.c.text), 1, overlap))
         .where(
             _record_is(nxt),
@@ -372,31 +404,13 @@ def _match_scan(shape: GrantShape, long_needle: bool) -> PerDialect:
         )
         .scalar_subquery()
     )
-    position = strpos(here + func.coalesce(ahead, ""), needle)
-    probing = (
-        select(field_chunks.c.chunk_no, position.label("position"), digest.label("digest"))
+    position = strpos(here + func.coalesce(probe, ""), needle)
+    return (
+        select(chunk_no, position.label("position"), digest)
         .where(*checks, position > 0)
         .order_by(field_chunks.c.chunk_no)
         .limit(1)
     )
-    following = func.lead(here).over(order_by=field_chunks.c.chunk_no)
-    hits = (
-        select(
-            field_chunks.c.chunk_no.label("chunk_no"),
-            strpos(here + func.coalesce(func.substr(following, 1, overlap), ""), needle).label(
-                "position"
-            ),
-        )
-        .where(*checks)
-        .subquery("hits")
-    )
-    streaming = (
-        select(hits.c.chunk_no, hits.c.position, digest.label("digest"))
-        .where(hits.c.position > 0)
-        .order_by(hits.c.chunk_no)
-        .limit(1)
-    )
-    return PerDialect(default=probing, postgresql=streaming)
 
 
 def match_window(
@@ -410,9 +424,10 @@ def match_window(
     limit: int | None,
 ) -> Execute:
     """A match window in one statement: the scan (`_match_scan`), then the window around its hit
-    cut from the chunks of the very text it was found in (joined by digest). Rows: the match
-    start, the window start, then as `field_window`'s rows. No row: nothing matched, or the
-    record, field or kind does not allow a match (`field_meta` tells which)."""
+    cut from the chunks of the very text it was found in (joined by digest). Each row carries
+    the window's bounds (decoded by `match_bounds`), then the columns of `field_window`'s rows.
+    No row: nothing matched, or the record, field or kind does not allow a match (`field_meta`
+    tells which)."""
     params = {
         **_record_params(ref, path),
         **grant_params(grant),
@@ -424,26 +439,37 @@ def match_window(
         "m_limit": limit,
     }
     shape, long_needle = GrantShape.of(grant), len(needle) - 1 > LOOKAHEAD_CHARS
-    return Execute(_match_window(shape, long_needle), params)
+    return Execute(partial(_match_window, shape, long_needle), params)
 
 
-@cache
-def _match_window(shape: GrantShape, long_needle: bool) -> PerDialect:
-    scans = _match_scan(shape, long_needle)
-    postgresql = scans.postgresql
-    return PerDialect(
-        _window_around(scans.default),
-        None if postgresql is None else _window_around(postgresql),
+@dataclass(frozen=True, slots=True)
+class MatchBounds:
+    """Where a match window lies, as its statement computed it (the only place it is computed:
+    `_core.window.match_window_start`/`match_window_limit` are its definition for the tests)."""
+
+    match_start: int
+    start: int
+    limit: int
+    clamped: bool
+    """The limit the arguments asked for was above `MAX_LIMIT_CHARS` and was cut to it."""
+
+
+def match_bounds(row: Row) -> MatchBounds:
+    return MatchBounds(
+        int(row["match_start"]),
+        int(row["window_start"]),
+        int(row["window_limit"]),
+        bool(row["limit_clamped"]),
     )
 
 
-def _window_around(scan: Executable) -> Select[Any]:
-    assert isinstance(scan, Select)
+@cache
+def _match_window(shape: GrantShape, long_needle: bool, caps: Capabilities) -> Select[Any]:
     # The hit is materialised and every value taken from it is an uncorrelated scalar subquery,
     # so each is computed once and the window's chunk range reaches the primary-key index as a
     # bound, exactly as in `field_window`. (Joined instead, a planner without statistics was
     # seen to walk all the chunks and test the range on each.)
-    hit = scan.cte("hit").prefix_with("MATERIALIZED")
+    hit = _match_scan(shape, long_needle, caps).cte("hit").prefix_with("MATERIALIZED")
     match_start = hit.c.chunk_no * CHUNK_CHARS + hit.c.position - 1
     start = greatest(match_start - bindparam("m_before", type_=Integer), 0)
     wanted = func.coalesce(
@@ -458,16 +484,21 @@ def _window_around(scan: Executable) -> Select[Any]:
         return select(value).select_from(hit).scalar_subquery()
 
     window_start = once(start)
+    window_limit = once(least(wanted, MAX_LIMIT_CHARS))
     window_end = once(start + least(wanted, MAX_LIMIT_CHARS))
     base = field_chunks.c.chunk_no * CHUNK_CHARS
     piece_start = greatest(window_start - base, 0)
     piece_end = least(window_end - base, CHUNK_CHARS)
     return (
         select(
-            once(match_start),
-            window_start,
+            once(match_start).label("match_start"),
+            window_start.label("window_start"),
+            window_limit.label("window_limit"),
+            once(wanted > MAX_LIMIT_CHARS).label("limit_clamped"),
             *FIELD_META,
-            func.substr(field_chunks.c.text, piece_start + 1, piece_end - piece_start),
+            func.substr(field_chunks.c.text, piece_start + 1, piece_end - piece_start).label(
+                "text"
+            ),
         )
         .select_from(
             fields.join(
@@ -491,7 +522,8 @@ def _window_around(scan: Executable) -> Select[Any]:
 
 def record_preview(ref: RecordRef, grant: StreamGrant, preview_chars: int) -> Execute:
     """The record's version and, per granted field, its metadata, item count and the first
-    `preview_chars` (at most `CHUNK_CHARS`) code points of text-like fields."""
+    `preview_chars` (at most `CHUNK_CHARS`) code points of text-like fields (decoded by
+    `preview_rows`). No row: the record is not visible."""
     params = {**_record_params(ref), **grant_params(grant), "p_chars": preview_chars}
     if grant.fields is not None:
         params["p_fields"] = sorted(grant.fields)
@@ -514,12 +546,30 @@ def _record_preview(shape: GrantShape, projected: bool) -> Select[Any]:
             records.c.version,
             *FIELD_META,
             fields.c.item_count,
-            func.substr(field_chunks.c.text, 1, bindparam("p_chars", type_=Integer)),
+            func.substr(field_chunks.c.text, 1, bindparam("p_chars", type_=Integer)).label("head"),
         )
         .select_from(records.outerjoin(fields, field_join).outerjoin(field_chunks, first_chunk))
         .where(_record_is(), visible_records(shape))
         .order_by(fields.c.path)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PreviewRow:
+    info: FieldInfo
+    item_count: int | None
+    head: str | None
+    """The first `preview_chars` code points (text-like fields only)."""
+
+
+def preview_rows(rows: Rows) -> tuple[int, list[PreviewRow]]:
+    """The record's version and its granted fields, from a non-empty `record_preview` answer."""
+    fields_found = []
+    for row in rows:
+        info = field_info(row)
+        if info is not None:
+            fields_found.append(PreviewRow(info, row["item_count"], row["head"]))
+    return int(rows[0]["version"]), fields_found
 
 
 # ---------------------------------------------------------------- blobs
@@ -556,7 +606,7 @@ def _blob_referenced(shapes: tuple[tuple[GrantShape, bool], ...]) -> Select[Any]
         )
         for number, (shape, projected) in enumerate(shapes)
     ]
-    return select(literal(1)).where(or_(*referenced) if referenced else false())
+    return select(literal(1).label("referenced")).where(or_(*referenced) if referenced else false())
 
 
 def blob_metadata(blob_id: str) -> Execute:
@@ -569,6 +619,14 @@ def _blob_metadata() -> Select[Any]:
     return select(blobs.c.blob_id, blobs.c.sha256, blobs.c.mime_type, blobs.c.size_bytes).where(
         blobs.c.blob_id == bindparam("b_id")
     )
+
+
+def blob_info(rows: Rows) -> BlobInfo | None:
+    """The blob of a `blob_metadata` (or `blob_exists`) row, or None."""
+    if not rows:
+        return None
+    row = rows[0]
+    return BlobInfo(row["blob_id"], row["sha256"], row["mime_type"], int(row["size_bytes"]))
 
 
 def blob_range(blob_id: str, start: int, length: int) -> Execute:
@@ -589,7 +647,9 @@ def _blob_range() -> Select[Any]:
     piece_start = greatest(bindparam("w_start", type_=Integer) - base, 0)
     piece_end = least(bindparam("w_end", type_=Integer) - base, BLOB_CHUNK_BYTES)
     return (
-        select(func.substr(blob_chunks.c.data, piece_start + 1, piece_end - piece_start))
+        select(
+            func.substr(blob_chunks.c.data, piece_start + 1, piece_end - piece_start).label("data")
+        )
         .where(
             blob_chunks.c.blob_id == bindparam("b_id"),
             blob_chunks.c.chunk_no.between(bindparam("w_first"), bindparam("w_last")),
@@ -598,9 +658,15 @@ def _blob_range() -> Select[Any]:
     )
 
 
+def blob_bytes(rows: Rows) -> bytes:
+    """The bytes of a `blob_range` answer, in order."""
+    return b"".join(bytes(row["data"]) for row in rows)
+
+
 def blob_exists(blob_id: str) -> Execute:
+    """The stored blob of this id, whatever grant (writes only: a blob is stored once)."""
     return Execute(
-        select(blobs.c.blob_id, blobs.c.mime_type, blobs.c.size_bytes).where(
+        select(blobs.c.blob_id, blobs.c.sha256, blobs.c.mime_type, blobs.c.size_bytes).where(
             blobs.c.blob_id == blob_id
         )
     )
@@ -621,23 +687,26 @@ def stale_tables() -> Execute:
     whole stream per batch and makes ingestion quadratic. Autovacuum keeps statistics current
     where it runs; where it is off (or has not come round yet) the store does the same itself,
     with autovacuum's own rule: analyse once the rows changed since the last analysis exceed
-    50 + 10 % of the table. SQLite's planner needs no statistics for keyed lookups: no rows."""
-    return Execute(PerDialect(default=_no_stale_tables(), postgresql=_stale_tables_pg()))
+    50 + 10 % of the table. Where the planner needs no statistics for keyed lookups (SQLite,
+    `Capabilities.plans_by_statistics`): no rows. Decoded by `stale_table_names`."""
+    return Execute(_stale_tables)
 
 
 @cache
-def _no_stale_tables() -> Executable:
-    return select(literal_column("'none'")).where(false())
-
-
-@cache
-def _stale_tables_pg() -> Executable:
+def _stale_tables(caps: Capabilities) -> Executable:
+    if not caps.plans_by_statistics:
+        return select(literal_column("'none'").label("relname")).where(false())
     return text(
-        "SELECT s.relname FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid"
+        "SELECT s.relname AS relname"
+        " FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid"
         " WHERE s.schemaname = current_schema()"
         " AND s.relname IN ('records', 'fields', 'field_chunks')"
         " AND s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0)"
     )
+
+
+def stale_table_names(rows: Rows) -> list[str]:
+    return [str(row["relname"]) for row in rows]
 
 
 def analyze(tables: list[str]) -> Execute:
@@ -662,6 +731,21 @@ def existing_records(connection_id: str, stream: str, record_ids: list[str]) -> 
     )
 
 
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    version: int
+    digest: str
+    deleted: bool
+
+
+def stored_records(rows: Rows) -> dict[str, StoredRecord]:
+    """`existing_records`' answer by record id."""
+    return {
+        row["record_id"]: StoredRecord(int(row["version"]), row["digest"], bool(row["deleted"]))
+        for row in rows
+    }
+
+
 def existing_fields(connection_id: str, stream: str, record_ids: list[str]) -> Execute:
     return Execute(
         select(fields.c.record_id, fields.c.path, fields.c.kind, fields.c.digest).where(
@@ -670,6 +754,14 @@ def existing_fields(connection_id: str, stream: str, record_ids: list[str]) -> E
             fields.c.record_id.in_(record_ids),
         )
     )
+
+
+def stored_fields(rows: Rows) -> dict[str, dict[str, tuple[str, str]]]:
+    """`existing_fields`' answer: per record id, per path, the stored (kind, digest)."""
+    found: dict[str, dict[str, tuple[str, str]]] = {}
+    for row in rows:
+        found.setdefault(row["record_id"], {})[row["path"]] = (row["kind"], row["digest"])
+    return found
 
 
 def insert_records() -> Insert:

@@ -7,12 +7,13 @@ Rules:
    top-level key, `field_chunks` its text in fixed-size code-point chunks. A read of field X
    touches X's rows only.
 3. Everything a read needs to answer without scanning is stored at write time: kind, JSON type,
-   size in code points and bytes, digest, chunk count, the normalised instant (for time
+   size in code points and bytes, digest, item count, the normalised instant (for time
    constraints), blob id and MIME type.
 4. Blobs are content-addressed and shared; their bytes live in fixed-size chunks so a byte range
    is read without the rest.
-5. Key columns use the "C" collation on Postgres: byte order, the same answers as SQLite's BINARY.
-   This file and migrations/ must agree; a test compares them on both databases.
+5. Key columns compare byte-wise on every database (`dialects.key_text`: the "C" collation on
+   Postgres), so both give the same answers.
+6. This file and migrations/ must agree; a test compares them on both databases.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from sqlalchemy import (
     Table,
     Text,
 )
-from sqlalchemy.types import TypeEngine
+
+from .dialects import key_text
 
 __all__ = [
     "BLOB_CHUNK_BYTES",
@@ -48,11 +50,6 @@ __all__ = [
 ]
 
 BLOB_CHUNK_BYTES = 64 * 1024
-
-
-def key_text() -> TypeEngine[str]:
-    """Text compared byte-wise on every backend."""
-    return Text().with_variant(Text(collation="C"), "postgresql")
 
 
 def record_key() -> list[Column[str]]:
@@ -122,7 +119,6 @@ fields = Table(
     Column("size_chars", BigInteger, nullable=False),
     Column("size_bytes", BigInteger, nullable=False),
     Column("digest", Text, nullable=False),
-    Column("chunk_count", Integer, nullable=False),
     Column("item_count", Integer),
     Column("mime_type", Text),
     Column("blob_id", key_text()),

@@ -7,6 +7,8 @@ Rules:
    its self-contained id (`record`): a surface can replay them without knowing anything else.
 3. `resource_uri` is the `pdpp://` URI of the same read, when there is one. Like every id, it is a
    name: the reader's grant is applied again when it is followed.
+4. A window read is built from its address (`read_window`), so the arguments and the URI name the
+   same window by construction; the selector's argument names are `_core.selector`'s.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
+
+from pdpp_store._core.identity import FieldWindowRef
+
+from ._schema import card, nullable
 
 __all__ = ["Continuation"]
 
@@ -29,16 +35,15 @@ class Continuation:
     arguments: Mapping[str, Any] = field(default_factory=dict)
     resource_uri: str | None = None
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["operation", "arguments", "resource_uri"],
-        "properties": {
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+        "Continuation",
+        {
             "operation": {"type": "string", "minLength": 1},
             "arguments": {"type": "object"},
-            "resource_uri": {"type": ["string", "null"]},
+            "resource_uri": nullable({"type": "string", "pattern": "^pdpp://"}),
         },
-        "additionalProperties": False,
-    }
+        ["operation", "arguments", "resource_uri"],
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.operation, str) or not self.operation:
@@ -48,6 +53,12 @@ class Continuation:
         ):
             raise ValueError("continuation arguments are a mapping of names to values")
         object.__setattr__(self, "arguments", _frozen(self.arguments))
+
+    @classmethod
+    def read_window(cls, window: FieldWindowRef) -> Continuation:
+        """The `read_field_window` call that reads the window at this address (rule 4)."""
+        arguments = {"record": window.record.argument, "field": window.field, **window.selector()}
+        return cls("read_field_window", arguments, window.uri)
 
     def to_dict(self) -> dict[str, Any]:
         return {

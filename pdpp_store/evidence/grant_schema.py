@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ._schema import card, embedded
+
 __all__ = ["FieldSchema", "GrantSchema", "StreamSchema"]
 
 
@@ -24,17 +26,16 @@ class FieldSchema:
     text_like: bool
     searchable: bool
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["path", "type", "text_like", "searchable"],
-        "properties": {
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+        "FieldSchema",
+        {
             "path": {"type": "string"},
             "type": {"type": "string"},
             "text_like": {"type": "boolean"},
             "searchable": {"type": "boolean"},
         },
-        "additionalProperties": False,
-    }
+        ["path", "type", "text_like", "searchable"],
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,17 +52,16 @@ class StreamSchema:
     connection_ids: tuple[str, ...]
     fields: tuple[FieldSchema, ...]
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["name", "connection_ids", "searchable_fields", "fields"],
-        "properties": {
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+        "StreamSchema",
+        {
             "name": {"type": "string"},
             "connection_ids": {"type": "array", "items": {"type": "string"}},
             "searchable_fields": {"type": "array", "items": {"type": "string"}},
-            "fields": {"type": "array", "items": FieldSchema.JSON_SCHEMA},
+            "fields": {"type": "array", "items": embedded(FieldSchema.JSON_SCHEMA)},
         },
-        "additionalProperties": False,
-    }
+        ["name", "connection_ids", "searchable_fields", "fields"],
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,16 +77,15 @@ class GrantSchema:
     grant_id: str
     streams: tuple[StreamSchema, ...]
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["object", "grant_id", "streams"],
-        "properties": {
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+        "GrantSchema",
+        {
             "object": {"const": "grant_schema"},
             "grant_id": {"type": "string"},
-            "streams": {"type": "array", "items": StreamSchema.JSON_SCHEMA},
+            "streams": {"type": "array", "items": embedded(StreamSchema.JSON_SCHEMA)},
         },
-        "additionalProperties": False,
-    }
+        ["object", "grant_id", "streams"],
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {

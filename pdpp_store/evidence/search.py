@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ._schema import card, embedded, nullable
 from .continuation import Continuation
 
 __all__ = ["MatchExcerpt", "SearchHit", "SearchPage"]
@@ -36,9 +37,20 @@ class MatchExcerpt:
     digest: str
     read: Continuation
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": [
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+        "MatchExcerpt",
+        {
+            "field_path": {"type": "string"},
+            "match_start_chars": _INT,
+            "match_end_chars": _INT,
+            "preview_text": {"type": "string"},
+            "start_chars": _INT,
+            "end_chars": _INT,
+            "total_chars": _INT,
+            "digest": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+            "read": embedded(Continuation.JSON_SCHEMA),
+        },
+        [
             "field_path",
             "match_start_chars",
             "match_end_chars",
@@ -49,19 +61,7 @@ class MatchExcerpt:
             "digest",
             "read",
         ],
-        "properties": {
-            "field_path": {"type": "string"},
-            "match_start_chars": _INT,
-            "match_end_chars": _INT,
-            "preview_text": {"type": "string"},
-            "start_chars": _INT,
-            "end_chars": _INT,
-            "total_chars": _INT,
-            "digest": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
-            "read": Continuation.JSON_SCHEMA,
-        },
-        "additionalProperties": False,
-    }
+    )
 
     def __post_init__(self) -> None:
         end = self.start_chars + len(self.preview_text)
@@ -100,9 +100,19 @@ class SearchHit:
     record_id: str
     excerpts: tuple[MatchExcerpt, ...]
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": [
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+        "SearchHit",
+        {
+            "object": {"const": "search_result"},
+            "id": {"type": "string"},
+            "stream": {"type": "string"},
+            "record_key": {"type": "string"},
+            "connection_id": {"type": "string"},
+            "matched_fields": {"type": "array", "items": {"type": "string"}},
+            "snippet": {"type": "string"},
+            "evidence_excerpts": {"type": "array", "items": embedded(MatchExcerpt.JSON_SCHEMA)},
+        },
+        [
             "object",
             "id",
             "stream",
@@ -112,18 +122,7 @@ class SearchHit:
             "snippet",
             "evidence_excerpts",
         ],
-        "properties": {
-            "object": {"const": "search_result"},
-            "id": {"type": "string"},
-            "stream": {"type": "string"},
-            "record_key": {"type": "string"},
-            "connection_id": {"type": "string"},
-            "matched_fields": {"type": "array", "items": {"type": "string"}},
-            "snippet": {"type": "string"},
-            "evidence_excerpts": {"type": "array", "items": MatchExcerpt.JSON_SCHEMA},
-        },
-        "additionalProperties": False,
-    }
+    )
 
     @property
     def id(self) -> str:
@@ -151,17 +150,16 @@ class SearchPage:
     hits: tuple[SearchHit, ...]
     next_cursor: str | None = None
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "required": ["object", "data", "has_more", "next_cursor"],
-        "properties": {
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+        "SearchPage",
+        {
             "object": {"const": "list"},
-            "data": {"type": "array", "items": SearchHit.JSON_SCHEMA},
+            "data": {"type": "array", "items": embedded(SearchHit.JSON_SCHEMA)},
             "has_more": {"type": "boolean"},
-            "next_cursor": {"type": ["string", "null"]},
+            "next_cursor": nullable({"type": "string"}),
         },
-        "additionalProperties": False,
-    }
+        ["object", "data", "has_more", "next_cursor"],
+    )
 
     @property
     def has_more(self) -> bool:

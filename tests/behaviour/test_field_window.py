@@ -100,6 +100,20 @@ def test_the_default_window_and_the_envelope(store: StoreFront) -> None:
     assert window["previous_cursor"] is None
     assert (window["match_start_chars"], window["match_end_chars"]) == (None, None)
     assert envelope["meta"] == {"warnings": []}
+    # The next window, as a continuation: the library operation, its arguments, its resource.
+    assert envelope["previous"] is None
+    following = envelope["next"]
+    assert following["operation"] == "read_field_window"
+    assert following["arguments"] == {
+        "record": ref_id("e1"),
+        "field": BODY,
+        "cursor": window["next_cursor"],
+    }
+    arguments = dict(following["arguments"])
+    replayed = store.read_field_window(OWNER, arguments.pop("record"), **arguments)
+    assert replayed.text == text[4096:]
+    assert replayed.previous is not None
+    assert store.read_resource(OWNER, following["resource_uri"]).to_dict() == replayed.to_dict()
     # Explicit defaults read the same window.
     assert _read(store, "e1", offset_chars=0, limit_chars=4096) == envelope
 

@@ -7,11 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _data import MAILBOX, body, setup_mailbox
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 
-from pdpp_store import Store
+from pdpp_store import Grant, Store
 from pdpp_store._runtime import sync_url
 from pdpp_store._sql.tables import metadata
 
@@ -98,3 +99,34 @@ def test_the_lookahead_migration_matches_the_writer() -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.LOOKAHEAD_CHARS == LOOKAHEAD_CHARS
+
+
+def test_dropping_the_chunk_count_keeps_data_and_its_downgrade_counts_the_chunks(
+    db_url: str,
+) -> None:
+    """0003 drops `fields.chunk_count` on a store holding data; downgrading to 0002 derives it
+    again from the chunks (3 for 2100 code points, none for an empty value)."""
+    with Store.open(db_url) as store:
+        setup_mailbox(store)
+        store.upsert_records(MAILBOX, "message_bodies", [body("e1", "x" * 2100), body("e2", "")])
+    _alembic(db_url, "downgrade", "0002")
+    engine = create_engine(sync_url(db_url))
+    try:
+        with engine.connect() as conn:
+            counts: dict[str, int] = dict(
+                conn.exec_driver_sql(
+                    "select record_id, chunk_count from fields where path = 'body_text'"
+                ).all()
+            )
+        assert counts == {"e1": 3, "e2": 0}
+        _alembic(db_url, "upgrade", "head")
+        with engine.connect() as conn:
+            columns = {column["name"] for column in inspect(conn).get_columns("fields")}
+        assert "chunk_count" not in columns
+    finally:
+        engine.dispose()
+    with Store.open(db_url) as store:
+        window = store.read_field_window(
+            Grant.owner(MAILBOX, "message_bodies"), f"{MAILBOX}/message_bodies:e1", "body_text"
+        )
+        assert window.text == "x" * 2100

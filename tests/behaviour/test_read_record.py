@@ -57,10 +57,12 @@ def error_of(call: Any, *args: Any, **kwargs: Any) -> StoreError:
 
 
 def continue_from(store: StoreFront, g: Grant, entry: dict[str, Any]) -> FieldWindow:
-    """Follow a ladder entry's `read` arguments with `read_field_window`."""
-    arguments = dict(entry["read"]["arguments"])
-    record, field = arguments.pop("id"), arguments.pop("field_path")
-    window: FieldWindow = store.read_field_window(g, record, field, **arguments)
+    """Follow a ladder entry's `read` continuation: the library operation it names, with its
+    arguments as they are (the record is a self-contained id, the field its path)."""
+    read = entry["read"]
+    assert read["operation"] == "read_field_window"
+    assert set(read["arguments"]) == {"record", "field", "offset_chars", "limit_chars"}
+    window: FieldWindow = store.read_field_window(g, **read["arguments"])
     return window
 
 
@@ -189,7 +191,7 @@ def test_long_text_is_a_preview_that_continues_exactly(store: StoreFront) -> Non
         assert window.field.digest == sha(text)
         assert preview + read_rest(store, g, entry) == text
 
-        by_uri = store.read_resource(g, entry["resource_uri"])
+        by_uri = store.read_resource(g, entry["read"]["resource_uri"])
         assert isinstance(by_uri, FieldWindow)
         assert by_uri.to_dict() == window.to_dict()
 

@@ -45,7 +45,6 @@ from test_gate_canaries import (
 )
 
 from pdpp_store import Store, StoreError, StreamGrant
-from pdpp_store._runtime import PerDialect
 from pdpp_store._sql import statements as sql
 from pdpp_store._sql.tables import field_chunks, fields
 
@@ -108,12 +107,6 @@ BITE_FIELD_CHARS = 300_000
 def _with_whole_field(statement: Any) -> Any:
     """`statement`, plus the field's whole text (every chunk, in one column): the window the
     caller gets is unchanged, so only the boundary can tell."""
-    if isinstance(statement, PerDialect):
-        other = statement.postgresql
-        return PerDialect(
-            _with_whole_field(statement.default),
-            None if other is None else _with_whole_field(other),
-        )
     every = field_chunks.alias("every")
     whole = select(func.aggregate_strings(every.c.text, "")).where(
         every.c.connection_id == fields.c.connection_id,
@@ -248,11 +241,11 @@ def test_a_result_kept_from_an_earlier_request_is_caught_in_logs_and_errors(
     real_run = Store._run
     kept: list[Any] = []
 
-    def remembering(self: Store, op: Any, *, write: bool = False) -> Any:
+    def remembering(self: Store, name: str, op: Any) -> Any:
         if channel == "log":
             logging.getLogger("pdpp_store").debug("previous result: %r", kept[-1:])
         try:
-            kept.append(real_run(self, op, write=write))
+            kept.append(real_run(self, name, op))
         except StoreError as exc:
             if channel == "error":
                 exc.message = f"{exc.message} (previous result: {kept[-1:]!r})"

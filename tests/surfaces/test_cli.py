@@ -319,6 +319,110 @@ def test_blob_put_and_info(url: str, tmp_path: Path) -> None:
     assert envelope(refused)["code"] == "field_not_text"
 
 
+def test_blob_read_writes_the_bytes_or_says_where_they_lie(url: str, tmp_path: Path) -> None:
+    data = bytes(range(256)) * 4
+    blob = tmp_path / "data.bin"
+    blob.write_bytes(data)
+    blob_ref = json.loads(run(url, "blob", "put", str(blob), "--mime-type", "x/y").stdout)
+    attachment = {
+        "id": "a1", "message_id": "m-b1", "part_index": "2", "hydration_status": "hydrated",
+        "message_received_at": "2026-03-01T10:00:00Z", "blob_ref": blob_ref,
+    }  # fmt: skip
+    assert (
+        run(url, "ingest", "-q", MAILBOX, "attachments", "-", input=jsonl(attachment)).exit_code
+        == 0
+    )
+    grant = write_grant(tmp_path, {"name": "attachments", "instance_ids": [MAILBOX]})
+    args = ("blob", "read", blob_ref["blob_id"], "--grant", grant, "--offset", "10")
+    raw = run(url, *args, "--length", "20")
+    assert raw.exit_code == 0, raw.stderr
+    assert raw.stdout_bytes == data[10:30]
+    shown = run(url, *args, "--format", "json")
+    assert json.loads(shown.stdout) == {
+        "object": "blob_range",
+        "blob": {"object": "blob", **blob_ref},
+        "offset_bytes": 10,
+        "length_bytes": len(data) - 10,
+        "has_more": False,
+    }
+    hidden = run(url, "blob", "read", "blob_sha256_" + "0" * 64, "--grant", grant)
+    assert envelope(hidden)["code"] == "blob_not_found"
+
+
+def test_field_info_describes_without_the_value(url: str) -> None:
+    result = run(url, "read", "field-info", REF, "body_text")
+    assert result.exit_code == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert (info["path"], info["size_chars"], info["text_like"]) == ("body_text", len(TEXT), True)
+    assert TEXT[:50] not in result.stdout
+    missing = run(url, "read", "field-info", REF, "nope")
+    assert envelope(missing)["code"] == "field_not_found"
+
+
+def test_resources_read_what_their_uris_name(url: str) -> None:
+    view = json.loads(run(url, "read", "record", REF).stdout)
+    record = run(url, "read", "resource", view["uri"])
+    assert record.exit_code == 0, record.stderr
+    assert json.loads(record.stdout) == view
+    following = view["content_ladder"]["body_text"]["read"]
+    window = run(url, "read", "resource", following["resource_uri"])
+    assert window.exit_code == 0, window.stderr
+    envelope_ = json.loads(window.stdout)
+    assert envelope_["window"]["start_chars"] == 1024
+    assert envelope_["window"]["text"] == TEXT[1024 : 1024 + 4096]
+    bad = run(url, "read", "resource", "pdpp://record/???")
+    assert envelope(bad)["code"] == "invalid_request"
+
+
+def test_delete_then_the_record_is_not_found(url: str) -> None:
+    assert run(url, "delete", MAILBOX, "message_bodies", "b2").exit_code == 0
+    gone = run(url, "read", "record", f"{MAILBOX}/message_bodies:b2")
+    assert envelope(gone)["code"] == "not_found"
+    again = run(url, "delete", MAILBOX, "message_bodies", "b2")
+    assert again.exit_code == 1
+    assert envelope(again)["code"] == "not_found"
+
+
+def test_rotating_the_cursor_key_keeps_old_cursors_valid(url: str) -> None:
+    first = window(url, REF, "body_text", "--limit", "100")
+    assert run(url, "cursor-key", "rotate").exit_code == 0
+    after = window(url, REF, "body_text", "--cursor", first["window"]["next_cursor"])
+    assert after["window"]["text"] == TEXT[100:200]
+    fresh = window(url, REF, "body_text", "--limit", "100")
+    assert fresh["window"]["next_cursor"] != first["window"]["next_cursor"]
+
+
+def test_search_finds_the_record_and_says_how_to_read_the_match(url: str, tmp_path: Path) -> None:
+    grant = write_grant(tmp_path, {"name": "message_bodies", "instance_ids": [MAILBOX]})
+    term = TEXT[2000:2012].strip() or "short"
+    result = run(url, "search", term, "--grant", grant, "--limit", "5")
+    assert result.exit_code == 0, result.stderr
+    page = json.loads(result.stdout)
+    assert page["object"] == "list"
+    assert REF in [hit["id"] for hit in page["data"]]
+    hit = next(hit for hit in page["data"] if hit["id"] == REF)
+    read = hit["evidence_excerpts"][0]["read"]
+    assert read["operation"] == "read_field_window"
+    arguments = read["arguments"]
+    shown = window(url, arguments["record"], arguments["field"], "--q", arguments["q"])
+    assert fold(term) in fold(shown["window"]["text"])
+    nothing = run(url, "search", "zzqqzzqq-no-such-text", "--grant", grant)
+    assert json.loads(nothing.stdout)["data"] == []
+
+
+def test_grant_describe_lists_the_granted_fields(url: str, tmp_path: Path) -> None:
+    grant = write_grant(
+        tmp_path, {"name": "message_bodies", "instance_ids": [MAILBOX], "fields": ["body_text"]}
+    )
+    result = run(url, "grant", "describe", "--grant", grant)
+    assert result.exit_code == 0, result.stderr
+    schema = json.loads(result.stdout)
+    assert schema["object"] == "grant_schema"
+    (stream,) = schema["streams"]
+    assert [field["path"] for field in stream["fields"]] == ["body_text"]
+    assert stream["searchable_fields"] == ["body_text"]
+
+
 def test_blob_info_requires_a_grant(url: str) -> None:
     result = run(url, "blob", "info", "blob_sha256_00")
     assert result.exit_code == 2

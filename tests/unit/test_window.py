@@ -1,7 +1,9 @@
-"""Tests of `pdpp_store._core.window`: selector rules, match arithmetic and the §3 envelope math."""
+"""Tests of `pdpp_store._core.window` (selector rules, match arithmetic) and of the
+`pdpp_store.evidence.FieldWindow` card (the §3 envelope math)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -10,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pdpp_store._core.errors import BadRequest
-from pdpp_store._core.fields import FieldInfo, FieldKind
+from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.window import (
     DEFAULT_CONTEXT_CHARS,
     DEFAULT_LIMIT_CHARS,
@@ -18,7 +20,6 @@ from pdpp_store._core.window import (
     MAX_LIMIT_CHARS,
     MAX_QUERY_CHARS,
     CursorSelector,
-    FieldWindow,
     MatchSelector,
     OffsetSelector,
     limit_clamped_warning,
@@ -27,6 +28,7 @@ from pdpp_store._core.window import (
     parse_selector,
     window_bounds,
 )
+from pdpp_store.evidence import FieldInfo, FieldWindow
 
 CLAMPED = {"code": "limit_clamped", "param": "limit_chars"}
 
@@ -166,9 +168,7 @@ def _window(text: str, offset: int, limit: int, **extra: Any) -> FieldWindow:
         "next_cursor": "n" if end < len(text) else None,
         "previous_cursor": "p" if start > 0 else None,
     }
-    return FieldWindow(
-        "cin_a", "emails", "e1", info, piece, len(text), start, limit, **(cursors | extra)
-    )
+    return FieldWindow("cin_a", "emails", "e1", info, piece, start, limit, **(cursors | extra))
 
 
 def _math(window: FieldWindow) -> tuple[Any, ...]:
@@ -252,7 +252,7 @@ def test_envelope_shape() -> None:
 )
 def test_window_refuses_inconsistent_values(changes: dict[str, Any]) -> None:
     good = _window("abcde", 0, 3)
-    fields = {name: getattr(good, name) for name in FieldWindow.__dataclass_fields__}
+    fields = {item.name: getattr(good, item.name) for item in dataclasses.fields(FieldWindow)}
     with pytest.raises(ValueError, match=r"must|go together"):
         FieldWindow(**(fields | changes))
 

@@ -10,7 +10,8 @@ Rules:
 1. The data is deterministic (a seeded generator), so every run prints the same offsets.
 2. Only the public API is used, as an agent would: ids and blob ids are taken from what the
    store returned (the content ladder), not from the generator.
-3. Running twice on one database works: manifests and connections are re-registered as they are,
+3. Like every surface, it imports public names only (a test walks the imports).
+4. Running twice on one database works: manifests and connections are re-registered as they are,
    records come back `unchanged` (or `updated` where step 7 edited one).
 """
 
@@ -26,12 +27,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import make_url
 
-from ._core.errors import StoreError
-from ._core.grants import Grant
-from ._core.identity import RecordRef
-from ._core.window import FieldWindow
-from ._ops.writes import UpsertResult
-from ._store import Store
+from . import FieldWindow, Grant, RecordRef, Store, StoreError, UpsertResult
 
 __all__ = ["BIG_BODY_CHARS", "UNIQUE_PHRASE", "big_body", "run_demo"]
 

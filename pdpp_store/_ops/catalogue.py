@@ -1,0 +1,156 @@
+"""The catalogue of operations: what the store can do, as data.
+
+Each `Operation` says its name, whether it reads or writes, its arguments (name, type, required
+or optional, in call order after the store itself) and the evidence card it returns. The fronts
+drive each operation with the transaction its `kind` calls for (`_store._run`), and the tests
+hold `Store`, `AsyncStore` and the command line to this list: every operation exists in all
+three, with these names and these arguments, so the surfaces cannot drift apart.
+
+Rules:
+1. A new operation is added here first; until `Store`, `AsyncStore` and the CLI all have it, the
+   catalogue test fails.
+2. Argument types are a small vocabulary that surfaces map to their own (a JSON Schema type, a
+   query parameter, a command-line option): `grant`, `record`, `field`, `string`, `integer`,
+   `object`, `records` (an iterable of objects), `strings` (a list of strings), `bytes`.
+3. The selector arguments of `read_field_window` come from `_core.selector`, not from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pdpp_store._core.selector import SELECTOR_ARGS
+
+__all__ = ["CATALOGUE", "Argument", "Operation", "operation"]
+
+ArgumentType = Literal[
+    "grant", "record", "field", "string", "integer", "object", "records", "strings", "bytes"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    name: str
+    type: ArgumentType
+    required: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    name: str
+    kind: Literal["read", "write"]
+    arguments: tuple[Argument, ...]
+    returns: tuple[str, ...]
+    """The names of the evidence cards it may return (none: it returns nothing)."""
+
+    @property
+    def writes(self) -> bool:
+        return self.kind == "write"
+
+
+def _required(name: str, kind: ArgumentType) -> Argument:
+    return Argument(name, kind)
+
+
+def _optional(name: str, kind: ArgumentType) -> Argument:
+    return Argument(name, kind, required=False)
+
+
+_GRANT = _required("grant", "grant")
+_RECORD = _required("record", "record")
+_CONNECTION = _optional("connection_id", "string")
+_SELECTOR = tuple(
+    _optional(name, "integer" if arg.type is int else "string")
+    for name, arg in SELECTOR_ARGS.items()
+)
+
+CATALOGUE: dict[str, Operation] = {
+    op.name: op
+    for op in (
+        Operation("register_manifest", "write", (_required("manifest", "object"),), ()),
+        Operation(
+            "add_connection",
+            "write",
+            (_required("connection_id", "string"), _required("connector_id", "string")),
+            (),
+        ),
+        Operation(
+            "upsert_records",
+            "write",
+            (
+                _required("connection_id", "string"),
+                _required("stream", "string"),
+                _required("records", "records"),
+            ),
+            ("UpsertResult",),
+        ),
+        Operation(
+            "delete_record",
+            "write",
+            (
+                _required("connection_id", "string"),
+                _required("stream", "string"),
+                _required("record_id", "string"),
+            ),
+            (),
+        ),
+        Operation(
+            "put_blob",
+            "write",
+            (_required("data", "bytes"), _required("mime_type", "string")),
+            ("BlobInfo",),
+        ),
+        Operation("rotate_cursor_key", "write", (), ()),
+        Operation(
+            "read_field_window",
+            "read",
+            (_GRANT, _RECORD, _required("field", "field"), _CONNECTION, *_SELECTOR),
+            ("FieldWindow",),
+        ),
+        Operation("read_record", "read", (_GRANT, _RECORD, _CONNECTION), ("RecordView",)),
+        Operation(
+            "describe_field",
+            "read",
+            (_GRANT, _RECORD, _required("field", "field"), _CONNECTION),
+            ("FieldInfo",),
+        ),
+        Operation(
+            "read_resource",
+            "read",
+            (_GRANT, _required("uri", "string")),
+            ("RecordView", "FieldWindow"),
+        ),
+        Operation("blob_info", "read", (_GRANT, _required("blob_id", "string")), ("BlobInfo",)),
+        Operation(
+            "read_blob_range",
+            "read",
+            (
+                _GRANT,
+                _required("blob_id", "string"),
+                _optional("offset_bytes", "integer"),
+                _optional("length_bytes", "integer"),
+            ),
+            ("BlobRange",),
+        ),
+        Operation(
+            "search",
+            "read",
+            (
+                _GRANT,
+                _required("q", "string"),
+                _optional("streams", "strings"),
+                _CONNECTION,
+                _optional("limit", "integer"),
+                _optional("cursor", "string"),
+            ),
+            ("SearchPage",),
+        ),
+        Operation("describe_grant", "read", (_GRANT,), ("GrantSchema",)),
+    )
+}
+"""Every operation of the store by name, in the order the docs list them."""
+
+
+def operation(name: str) -> Operation:
+    return CATALOGUE[name]

@@ -1,0 +1,54 @@
+"""What an operation asks of a driver, and what it gets back: the protocol between `_ops` and
+`_runtime`, with no I/O of its own.
+
+    Execute(statement, params)  -> the rows (mappings by column label) if it returns rows,
+                                   else None
+    COMMIT                      -> commit what was done so far and begin again (batch ingestion)
+
+Rules:
+1. Rows are read by column label, never by position: every statement labels what it selects,
+   and the function that decodes a statement's rows sits next to the statement.
+2. A statement that a dialect spells differently is given as a builder of the dialect's
+   `Capabilities` (`_sql.dialects`); the driver calls it with its own. Builders are cached, so
+   this costs one dictionary lookup per execution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy.sql.base import Executable
+
+from .dialects import Capabilities
+
+__all__ = ["COMMIT", "Builder", "Commit", "Execute", "Op", "Request", "Row", "Rows"]
+
+T = TypeVar("T")
+
+Builder = Callable[[Capabilities], Executable]
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    statement: Executable | Builder
+    params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+
+    def statement_for(self, capabilities: Capabilities) -> Executable:
+        if isinstance(self.statement, Executable):
+            return self.statement
+        return self.statement(capabilities)
+
+
+class Commit:
+    __slots__ = ()
+
+
+COMMIT = Commit()
+
+Request = Execute | Commit
+Row = Mapping[str, Any]
+Rows = Sequence[Row]
+Op = Generator[Request, Rows | None, T]
+"""An operation: yields requests, receives each one's answer, returns its result."""

@@ -1,0 +1,174 @@
+"""`RecordView` and `FieldPreview`: a record projected under a grant (§5).
+
+Rules:
+1. Only granted fields appear. A text-like value up to the preview bound is shown whole in `data`
+   (`complete`); a longer one is cut to the bound (`truncated`): text shows its preview in
+   `data`, JSON only in its ladder entry, never as a half-parsed value. Metadata-only fields
+   (`binary-only`) show metadata, never bytes.
+2. Every field not shown whole has a `content_ladder` entry: its `FieldInfo`, its
+   `preview_status`, and for truncated text the `read` continuation, the `read_field_window` call
+   (and its resource URI) that reads on from the end of the preview.
+3. `revision` identifies the granted content (a digest of the granted fields' paths, kinds and
+   digests): it changes exactly when something the grant covers changes. The record's own
+   `version` counts every change, so it is shown only under a grant of all fields; under a
+   narrower one it would tell that an ungranted field changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from pdpp_store._core.fields import FieldKind
+from pdpp_store._core.identity import FieldWindowRef, RecordRef
+from pdpp_store._core.window import DEFAULT_LIMIT_CHARS
+
+from ._schema import card, embedded
+from .continuation import Continuation
+from .field import FieldInfo
+
+__all__ = ["FieldPreview", "RecordView"]
+
+PreviewStatus = Literal["complete", "truncated", "binary-only"]
+
+
+def _preview_schema() -> dict[str, Any]:
+    info = FieldInfo.JSON_SCHEMA
+    return card(
+        "FieldPreview",
+        {
+            **embedded(info)["properties"],
+            "preview_status": {"enum": ["complete", "truncated", "binary-only"]},
+            "preview_chars": {"type": "integer", "minimum": 1},
+            "item_count": {"type": "integer", "minimum": 0},
+            "preview": {"type": "string"},
+            "read": embedded(Continuation.JSON_SCHEMA),
+        },
+        [*info["required"], "preview_status"],
+        allOf=[
+            *embedded(info)["allOf"],
+            {
+                "if": {"properties": {"preview_status": {"const": "truncated"}}},
+                "then": {"required": ["preview_chars", "read"]},
+                "else": {
+                    "not": {"anyOf": [{"required": ["preview_chars"]}, {"required": ["read"]}]}
+                },
+            },
+        ],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPreview:
+    """One field of a projected record, as `read_record` shows it; `to_dict()` is its ladder
+    entry."""
+
+    record: RecordRef
+    info: FieldInfo
+    status: PreviewStatus
+    value: Any = None  # the whole value when complete; the preview text when truncated text
+    preview: str | None = None
+    item_count: int | None = None
+
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = _preview_schema()
+
+    def __post_init__(self) -> None:
+        if (self.status == "truncated") != (self.preview is not None):
+            raise ValueError("a preview is given exactly when the value is truncated")
+        if self.status == "binary-only" and self.info.text_like:
+            raise ValueError("only a metadata-only field is binary-only")
+
+    @property
+    def read(self) -> Continuation | None:
+        """How to read on from the end of the preview (truncated values only)."""
+        if self.preview is None:
+            return None
+        start = FieldWindowRef(self.record, self.info.path, len(self.preview), DEFAULT_LIMIT_CHARS)
+        return Continuation.read_window(start)
+
+    @property
+    def shown_in_data(self) -> bool:
+        """Whether `data` holds this field: whole, or the preview of truncated text (rule 1)."""
+        return self.status == "complete" or (
+            self.status == "truncated" and self.info.kind is FieldKind.TEXT
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {**self.info.to_dict(), "preview_status": self.status}
+        read = self.read
+        if self.preview is not None and read is not None:
+            out["preview_chars"] = len(self.preview)
+            if self.item_count is not None:
+                out["item_count"] = self.item_count
+            if self.info.kind is FieldKind.JSON:
+                out["preview"] = self.preview
+            out["read"] = read.to_dict()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    """A record projected under a grant: granted fields only, long values as previews."""
+
+    ref: RecordRef
+    version: int | None
+    fields: tuple[FieldPreview, ...]
+
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+        "RecordView",
+        {
+            "object": {"const": "record"},
+            "id": {"type": "string"},
+            "uri": {"type": "string", "pattern": "^pdpp://record/"},
+            "connection_id": {"type": "string"},
+            "stream": {"type": "string"},
+            "record_id": {"type": "string"},
+            "revision": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+            "version": {"type": "integer", "minimum": 1},
+            "data": {"type": "object"},
+            "content_ladder": {
+                "type": "object",
+                "additionalProperties": embedded(FieldPreview.JSON_SCHEMA),
+            },
+        },
+        [
+            "object",
+            "id",
+            "uri",
+            "connection_id",
+            "stream",
+            "record_id",
+            "revision",
+            "data",
+            "content_ladder",
+        ],
+    )
+
+    @property
+    def revision(self) -> str:
+        hasher = hashlib.sha256()
+        for item in sorted(self.fields, key=lambda f: f.info.path):
+            hasher.update(
+                json.dumps([item.info.path, item.info.kind.value, item.info.digest]).encode()
+            )
+        return "sha256:" + hasher.hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {item.info.path: item.value for item in self.fields if item.shown_in_data}
+        ladder = {
+            item.info.path: item.to_dict() for item in self.fields if item.status != "complete"
+        }
+        return {
+            "object": "record",
+            "id": self.ref.id,
+            "uri": self.ref.uri,
+            "connection_id": self.ref.connection_id,
+            "stream": self.ref.stream,
+            "record_id": self.ref.record_id,
+            "revision": self.revision,
+            **({"version": self.version} if self.version is not None else {}),
+            "data": data,
+            "content_ladder": ladder,
+        }

@@ -1,0 +1,204 @@
+"""`FieldWindow`: a bounded window of one text-like field; `to_dict()` is the §3 envelope.
+
+Rules:
+1. A window checks its own invariants when built: its text is exactly the slice
+   `[start, start + limit)` of the field, clipped to the end, and a match lies within the field.
+   Building one inconsistently raises `ValueError`: a bug in the store, not bad input.
+2. Every derived key of the envelope (`total_chars`, `end_chars`, `complete`, `has_more`, the
+   next and previous offsets) is computed from the fields below and nothing else, so the keys
+   cannot disagree; `total_chars` is the field's own size.
+3. `next` and `previous` are the `Continuation`s that read the neighbouring windows by their
+   cursors; they exist exactly when the cursors do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pdpp_store._core.identity import FieldWindowRef, RecordRef
+from pdpp_store._core.window import MAX_LIMIT_CHARS
+
+from ._schema import card, embedded, nullable, warning_list
+from .continuation import Continuation
+from .field import FieldInfo
+
+__all__ = ["FieldWindow"]
+
+_OFFSET = {"type": "integer", "minimum": 0}
+_CURSOR = nullable({"type": "string", "minLength": 1})
+
+
+@dataclass(frozen=True, slots=True)
+class FieldWindow:
+    """A bounded window of one text-like field (see the module's rules)."""
+
+    connection_id: str
+    stream: str
+    record_id: str
+    field: FieldInfo
+    text: str
+    start_chars: int
+    limit_chars: int
+    match_start_chars: int | None = None
+    match_end_chars: int | None = None
+    next_cursor: str | None = None
+    previous_cursor: str | None = None
+    warnings: tuple[dict[str, str], ...] = ()
+
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+        "FieldWindow",
+        {
+            "object": {"const": "field_window"},
+            "stream": {"type": "string"},
+            "record_id": {"type": "string"},
+            "connection_id": {"type": "string"},
+            "field": embedded(FieldInfo.JSON_SCHEMA),
+            "window": {
+                "type": "object",
+                "required": [
+                    "text",
+                    "total_chars",
+                    "start_chars",
+                    "end_chars",
+                    "limit_chars",
+                    "complete",
+                    "has_more",
+                    "match_start_chars",
+                    "match_end_chars",
+                    "next_offset_chars",
+                    "previous_offset_chars",
+                    "next_cursor",
+                    "previous_cursor",
+                ],
+                "properties": {
+                    "text": {"type": "string"},
+                    "total_chars": _OFFSET,
+                    "start_chars": _OFFSET,
+                    "end_chars": _OFFSET,
+                    "limit_chars": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT_CHARS},
+                    "complete": {"type": "boolean"},
+                    "has_more": {"type": "boolean"},
+                    "match_start_chars": nullable(_OFFSET),
+                    "match_end_chars": nullable(_OFFSET),
+                    "next_offset_chars": nullable(_OFFSET),
+                    "previous_offset_chars": nullable(_OFFSET),
+                    "next_cursor": _CURSOR,
+                    "previous_cursor": _CURSOR,
+                },
+                "additionalProperties": False,
+            },
+            "next": nullable(embedded(Continuation.JSON_SCHEMA)),
+            "previous": nullable(embedded(Continuation.JSON_SCHEMA)),
+            "meta": {
+                "type": "object",
+                "required": ["warnings"],
+                "properties": {"warnings": warning_list()},
+                "additionalProperties": False,
+            },
+        },
+        [
+            "object",
+            "stream",
+            "record_id",
+            "connection_id",
+            "field",
+            "window",
+            "next",
+            "previous",
+            "meta",
+        ],
+    )
+
+    def __post_init__(self) -> None:
+        total = self.total_chars
+        if not 0 <= self.start_chars <= total:
+            raise ValueError("start_chars must lie within the field")
+        if not 1 <= self.limit_chars <= MAX_LIMIT_CHARS:
+            raise ValueError(f"limit_chars must be between 1 and {MAX_LIMIT_CHARS}")
+        if len(self.text) != min(self.limit_chars, total - self.start_chars):
+            raise ValueError("text must be the slice [start, start + limit) of the field")
+        if (self.match_start_chars is None) != (self.match_end_chars is None):
+            raise ValueError("match_start_chars and match_end_chars go together")
+        if (
+            self.match_start_chars is not None
+            and self.match_end_chars is not None
+            and not (0 <= self.match_start_chars < self.match_end_chars <= total)
+        ):
+            raise ValueError("the match must lie within the field")
+        if (self.next_cursor is None) != (self.next_offset_chars is None):
+            raise ValueError("next_cursor must be set exactly when next_offset_chars is")
+        if (self.previous_cursor is None) != (self.previous_offset_chars is None):
+            raise ValueError("previous_cursor must be set exactly when previous_offset_chars is")
+
+    @property
+    def record(self) -> RecordRef:
+        return RecordRef(self.connection_id, self.stream, self.record_id)
+
+    @property
+    def total_chars(self) -> int:
+        return self.field.size_chars
+
+    @property
+    def end_chars(self) -> int:
+        return min(self.start_chars + len(self.text), self.total_chars)
+
+    @property
+    def complete(self) -> bool:
+        return self.start_chars == 0 and self.end_chars >= self.total_chars
+
+    @property
+    def has_more(self) -> bool:
+        return self.end_chars < self.total_chars
+
+    @property
+    def next_offset_chars(self) -> int | None:
+        return self.end_chars if self.has_more else None
+
+    @property
+    def previous_offset_chars(self) -> int | None:
+        if self.start_chars > 0:
+            return max(0, self.start_chars - self.limit_chars)
+        return None
+
+    @property
+    def next(self) -> Continuation | None:
+        return self._by_cursor(self.next_cursor)
+
+    @property
+    def previous(self) -> Continuation | None:
+        return self._by_cursor(self.previous_cursor)
+
+    def _by_cursor(self, cursor: str | None) -> Continuation | None:
+        if cursor is None:
+            return None
+        ref = FieldWindowRef(self.record, self.field.path, cursor=cursor)
+        return Continuation.read_window(ref)
+
+    def to_dict(self) -> dict[str, Any]:
+        after, before = self.next, self.previous
+        return {
+            "object": "field_window",
+            "stream": self.stream,
+            "record_id": self.record_id,
+            "connection_id": self.connection_id,
+            "field": self.field.to_dict(),
+            "window": {
+                "text": self.text,
+                "total_chars": self.total_chars,
+                "start_chars": self.start_chars,
+                "end_chars": self.end_chars,
+                "limit_chars": self.limit_chars,
+                "complete": self.complete,
+                "has_more": self.has_more,
+                "match_start_chars": self.match_start_chars,
+                "match_end_chars": self.match_end_chars,
+                "next_offset_chars": self.next_offset_chars,
+                "previous_offset_chars": self.previous_offset_chars,
+                "next_cursor": self.next_cursor,
+                "previous_cursor": self.previous_cursor,
+            },
+            "next": None if after is None else after.to_dict(),
+            "previous": None if before is None else before.to_dict(),
+            "meta": {"warnings": [dict(warning) for warning in self.warnings]},
+        }

@@ -1,0 +1,139 @@
+"""The layers hold: an import-boundary test over the modules' syntax trees (nothing is run).
+
+    _core       pure values and rules: no SQLAlchemy, and nothing of the store's other layers
+    evidence    the cards: like the core, and may use the core
+    _sql        builds statements, runs none: no driver (`_runtime`), no operation, no front
+    _ops        operations as generators: no driver, no front
+    surfaces    cli.py, demo.py, rest/, mcp/: public names only (`pdpp_store`,
+                `pdpp_store.evidence`, and each other's public modules), never a `_private` one
+
+Imports are read from every `import` and `from ... import` anywhere in a module (functions
+included, since a lazy import is still an import), with relative imports resolved.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pdpp_store"
+SURFACE_PACKAGES = ("rest", "mcp")
+SURFACE_MODULES = ("cli", "demo")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules(*under: str) -> list[Path]:
+    found: list[Path] = []
+    for name in under:
+        target = PACKAGE / name
+        if target.is_dir():
+            found.extend(sorted(target.rglob("*.py")))
+        elif target.with_suffix(".py").is_file():
+            found.append(target.with_suffix(".py"))
+    return found
+
+
+def imports_of(path: Path) -> Iterator[str]:
+    """Every module `path` imports, absolute (for `from X import a`, both `X` and `X.a`)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                origin = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                origin = node.module or ""
+            yield origin
+            yield from (f"{origin}.{alias.name}" for alias in node.names)
+
+
+def _offenders(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
+    return [
+        f"{_module_name(path)} imports {name}"
+        for path in paths
+        for name in imports_of(path)
+        if any(name == bad or name.startswith(bad + ".") for bad in forbidden)
+    ]
+
+
+STORE_LAYERS = ("pdpp_store._sql", "pdpp_store._ops", "pdpp_store._runtime", "pdpp_store._store")
+
+
+def test_every_layer_is_found() -> None:
+    for layer in ("_core", "evidence", "_sql", "_ops"):
+        assert len(_modules(layer)) >= 3, layer
+    assert _modules(*SURFACE_MODULES)
+
+
+@pytest.mark.parametrize("layer", ["_core", "evidence"])
+def test_the_core_and_the_evidence_import_no_sqlalchemy_and_no_other_layer(layer: str) -> None:
+    forbidden: tuple[str, ...] = ("sqlalchemy", "alembic", "psycopg", "aiosqlite", *STORE_LAYERS)
+    if layer == "_core":
+        forbidden += ("pdpp_store.evidence",)  # the cards build on the core, not the reverse
+    assert _offenders(_modules(layer), forbidden) == []
+
+
+def test_the_sql_layer_executes_nothing() -> None:
+    forbidden = ("pdpp_store._runtime", "pdpp_store._ops", "pdpp_store._store")
+    assert _offenders(_modules("_sql"), forbidden) == []
+    for path in _modules("_sql"):
+        source = path.read_text(encoding="utf-8")
+        for call in (".execute(", ".connect(", "create_engine(", ".commit("):
+            assert call not in source, f"{_module_name(path)} calls {call}"
+
+
+def test_operations_drive_no_connection() -> None:
+    forbidden = ("pdpp_store._runtime", "pdpp_store._store", "pdpp_store.cli")
+    assert _offenders(_modules("_ops"), forbidden) == []
+
+
+def _private(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] == "pdpp_store" and any(part.startswith("_") for part in parts[1:])
+
+
+def _own(module: str, name: str) -> bool:
+    """`name` lies inside the surface package `module` belongs to (its own private parts)."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] not in SURFACE_PACKAGES:
+        return False
+    package = ".".join(parts[:2])
+    return name == package or name.startswith(package + ".")
+
+
+def test_surfaces_import_only_public_names() -> None:
+    surfaces = _modules(*SURFACE_MODULES, *SURFACE_PACKAGES)
+    offenders = [
+        f"{_module_name(path)} imports {name}"
+        for path in surfaces
+        for name in imports_of(path)
+        if _private(name) and not _own(_module_name(path), name)
+    ]
+    assert offenders == []
+
+
+def test_the_boundary_test_sees_what_it_must(tmp_path: Path) -> None:
+    """The walker finds relative, lazy and aliased imports (so the tests above can fail)."""
+    sample = PACKAGE / "_core" / "values.py"
+    names = set(imports_of(sample))
+    assert "pdpp_store._core.identity" in names  # `from .identity import ...`
+    assert _private("pdpp_store._core.identity")
+    assert not _private("pdpp_store.evidence")
+    cli = set(imports_of(PACKAGE / "cli.py"))
+    assert "pdpp_store" in cli
+    assert _own("pdpp_store.rest._app", "pdpp_store.rest._errors")
+    assert not _own("pdpp_store.rest._app", "pdpp_store._store")
+    assert not _own("pdpp_store.cli", "pdpp_store._store")
