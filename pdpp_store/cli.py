@@ -22,8 +22,9 @@ Rules:
 1. Each command makes exactly one call on the library. What the CLI adds is I/O only: reading
    JSON and JSON Lines files, defaulting to the owner's grant, rendering results. No SQL, no
    store logic; what the library lacks is reported, not written here.
-2. Results go to stdout as JSON (`to_dict()`), or as text where `--format text` is offered;
-   progress and warnings go to stderr.
+2. Results go to stdout as JSON (`to_dict()`), or, with `--format text` on the reads, as
+   exactly the text an MCP client's `content[]` shows for the same read
+   (`pdpp_store.evidence.text` with the MCP server's calls); progress and warnings go to stderr.
 3. Every `StoreError` is printed on stderr as its JSON envelope (`to_dict()`), on one line, with
    exit code 1. Usage errors are click's (exit code 2). Nothing a user can cause prints a
    traceback.
@@ -54,7 +55,6 @@ from . import (
     SELECTOR_ARGS,
     AsyncStore,
     BadRequest,
-    FieldWindow,
     FieldWindowRef,
     Grant,
     Store,
@@ -63,6 +63,8 @@ from . import (
     parse_record_ref,
 )
 from .demo import run_demo
+from .evidence import text as evidence_text
+from .mcp.calls import as_tool_call
 
 __all__ = ["DEFAULT_URL", "IO_PARAMS", "OPERATIONS", "URL_ENV", "Shell", "cli", "main"]
 
@@ -210,22 +212,15 @@ def _unsized() -> Iterator[int]:
     yield from ()
 
 
-def _window_text(window: FieldWindow) -> str:
-    """A window for people: a header line, the text, then the cursors that continue it."""
-    header = (
-        f"{window.connection_id}/{window.stream}:{window.record_id} {window.field.path}: "
-        f"{window.start_chars}\N{EN DASH}{window.end_chars} of {window.total_chars} chars"
+def _format_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--format",
+        "output",
+        type=click.Choice(["json", "text"]),
+        default="json",
+        show_default=True,
+        help="json: the card (to_dict()); text: exactly what an MCP client's content[] shows.",
     )
-    if window.match_start_chars is not None:
-        header += f", match at {window.match_start_chars}\N{EN DASH}{window.match_end_chars}"
-    lines = [header]
-    if window.text:
-        lines.append(window.text)
-    if window.next_cursor is not None:
-        lines.append(f"next cursor: {window.next_cursor}")
-    if window.previous_cursor is not None:
-        lines.append(f"previous cursor: {window.previous_cursor}")
-    return "\n".join(lines)
 
 
 _connection_option = click.option(
@@ -365,9 +360,7 @@ def read() -> None:
 @_connection_option
 @_grant_option
 @_selector_options
-@click.option(
-    "--format", "output", type=click.Choice(["json", "text"]), default="json", show_default=True
-)
+@_format_option()
 @click.pass_context
 def read_field_window(
     ctx: click.Context,
@@ -396,22 +389,31 @@ def read_field_window(
         return
     for warning in window.warnings:
         click.echo(f"warning: {warning['code']} ({warning['param']})", err=True)
-    click.echo(_window_text(window))
+    click.echo(evidence_text.window_text(window.to_dict(), as_tool_call))
 
 
 @read.command("record")
 @click.argument("record")
 @_connection_option
 @_grant_option
+@_format_option()
 @click.pass_context
 def read_record(
-    ctx: click.Context, record: str, connection_id: str | None, grant: IO[bytes] | None
+    ctx: click.Context,
+    record: str,
+    connection_id: str | None,
+    grant: IO[bytes] | None,
+    output: str,
 ) -> None:
     """RECORD projected under the grant: granted fields, long values as previews."""
     view = _open_store(ctx).read_record(
         _grant(grant, record, connection_id), record, connection_id=connection_id
     )
-    _echo_json(view.to_dict())
+    if output == "json":
+        _echo_json(view.to_dict())
+        return
+    page = evidence_text.page_record(view.to_dict(), 0)
+    click.echo(evidence_text.record_text(page, as_tool_call))
 
 
 @read.command("field-info")
@@ -505,10 +507,15 @@ def blob() -> None:
 @blob.command("info")
 @click.argument("blob_id")
 @_required_grant_option
+@_format_option()
 @click.pass_context
-def blob_info(ctx: click.Context, blob_id: str, grant: IO[bytes]) -> None:
+def blob_info(ctx: click.Context, blob_id: str, grant: IO[bytes], output: str) -> None:
     """Metadata of a blob that a record visible under the grant references."""
-    _echo_json(_open_store(ctx).blob_info(_load_grant(grant), blob_id).to_dict())
+    card = _open_store(ctx).blob_info(_load_grant(grant), blob_id).to_dict()
+    if output == "json":
+        _echo_json(card)
+        return
+    click.echo(evidence_text.blob_text({**card, "uri": f"pdpp://blob/{card['blob_id']}"}))
 
 
 @blob.command("read")

@@ -9,23 +9,21 @@ Rules:
    a missing or unknown token is 401 before anything else is looked at. The grant is applied by
    the library on every read: a cursor, id or blob id in a request grants nothing.
 2. A query parameter the route does not declare is `invalid_request` naming it, and so is a
-   declared one given twice (which of the two did the client mean?).
+   declared one given twice (which of the two did the client mean?): see `_params`.
 3. The OpenAPI document lists every status a route can answer with; FastAPI's generic 422
    "validation error" is removed, since validation errors answer 400 here.
 """
 
 import contextlib
-import typing
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
-from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import Route
 
-from pdpp_store import AsyncStore, BadRequest, Grant
+from pdpp_store import AsyncStore, Grant
 
 from ._errors import (
     METADATA_PATH,
@@ -33,11 +31,12 @@ from ._errors import (
     Unauthenticated,
     install_error_handlers,
 )
+from ._params import Params
 from ._routes import add_routes
 
 __all__ = ["create_app"]
 
-_MAX_NAME_IN_MESSAGE = 64
+_NO_PARAMS = Params()
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -62,63 +61,6 @@ def _grant_resolver(tokens: Mapping[str, Grant]) -> Callable[..., Any]:
         return grant
 
     return current_grant
-
-
-def _query_names(dependant: Dependant) -> set[str]:
-    names = {param.alias for param in dependant.query_params}
-    for dependency in dependant.dependencies:
-        names |= _query_names(dependency)
-    return names
-
-
-def _is_list(annotation: Any) -> bool:
-    if typing.get_origin(annotation) is list:
-        return True
-    return any(_is_list(arg) for arg in typing.get_args(annotation))
-
-
-def _list_params(dependant: Dependant) -> set[str]:
-    """Query parameters that may repeat (declared as lists)."""
-    names = {
-        param.alias for param in dependant.query_params if _is_list(param.field_info.annotation)
-    }
-    for dependency in dependant.dependencies:
-        names |= _list_params(dependency)
-    return names
-
-
-def _param_checker() -> Callable[..., Any]:
-    """The dependency of rule 2, with the routes' declared names worked out once per route."""
-    declared_by_route: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
-
-    async def only_declared_params(request: Request) -> None:
-        route = request.scope.get("route")
-        if not isinstance(route, APIRoute):
-            return
-        names = declared_by_route.get(route.unique_id)
-        if names is None:
-            names = (
-                frozenset(_query_names(route.dependant)),
-                frozenset(_list_params(route.dependant)),
-            )
-            declared_by_route[route.unique_id] = names
-        declared, repeatable = names
-        seen: set[str] = set()
-        for name, _ in request.query_params.multi_items():
-            shown = name[:_MAX_NAME_IN_MESSAGE]
-            if name not in declared:
-                raise BadRequest(
-                    "invalid_request", f"unknown query parameter {shown!r}", param=shown
-                )
-            if name in seen and name not in repeatable:
-                raise BadRequest(
-                    "invalid_request",
-                    f"query parameter {shown!r} is given more than once",
-                    param=shown,
-                )
-            seen.add(name)
-
-    return only_declared_params
 
 
 def _protected_resource(request: Request, resource_path: str) -> dict[str, Any]:
@@ -205,11 +147,7 @@ def create_app(
     install_error_handlers(app)
 
     current_grant = _grant_resolver(tokens)
-    only_declared_params = _param_checker()
-    api = APIRouter(
-        prefix="/v1",
-        dependencies=[Depends(current_grant), Depends(only_declared_params)],
-    )
+    api = APIRouter(prefix="/v1", dependencies=[Depends(current_grant)])
     add_routes(api, store, current_grant)
     app.include_router(api)
 
@@ -217,21 +155,23 @@ def create_app(
         METADATA_PATH,
         tags=["discovery"],
         summary="OAuth 2.0 protected-resource metadata (RFC 9728)",
-        dependencies=[Depends(only_declared_params)],
     )
     async def protected_resource(request: Request) -> dict[str, Any]:
+        _NO_PARAMS.parse(request)
         return _protected_resource(request, "")
 
     @app.get(
         METADATA_PATH + "/mcp",
         tags=["discovery"],
         summary="OAuth 2.0 protected-resource metadata of the MCP endpoint (RFC 9728)",
-        dependencies=[Depends(only_declared_params)],
     )
     async def protected_mcp_resource(request: Request) -> dict[str, Any]:
+        _NO_PARAMS.parse(request)
         return _protected_resource(request, "/mcp")
 
     if mcp_app is not None:
+        # `/mcp` itself (where MCP clients post) without a redirect, and any path below it.
+        app.router.routes.append(Route("/mcp", endpoint=mcp_app))
         app.mount("/mcp", mcp_app)
 
     app.openapi = _openapi_without_422(app)  # type: ignore[method-assign]

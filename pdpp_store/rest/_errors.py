@@ -7,10 +7,9 @@ Rules:
    `request_id` (also sent as the `X-Request-Id` header of every response).
 2. `type` is the reference's for 400 (`invalid_request_error`), 401 (`authentication_error`),
    403 (`permission_error`) and 404 (`not_found_error`), the library's own elsewhere.
-3. FastAPI's validation errors become `invalid_request` (or `invalid_window` for the window
-   parameters of the field-window route, as the library would say) with status 400 and
-   `param` naming the parameter; Starlette's own 404/405 become envelopes too. Nothing answers
-   422 but `field_not_text`.
+3. FastAPI validates only path parameters (query parameters are `_params`'s); its errors
+   become `invalid_request` (400) naming the parameter, and Starlette's own 404/405 become
+   envelopes too. Nothing answers 422 but `field_not_text`.
 4. Any other exception is logged with its traceback and answered with a generic 500 whose body
    holds no text of the exception.
 """
@@ -33,8 +32,6 @@ from pdpp_store import BadRequest, NotFound, StoreError
 __all__ = [
     "METADATA_PATH",
     "REQUEST_ID_HEADER",
-    "WINDOW_OPERATION",
-    "WINDOW_PARAMS",
     "PreconditionFailed",
     "RangeNotSatisfiable",
     "RequestIdMiddleware",
@@ -49,10 +46,6 @@ log = logging.getLogger("pdpp_store.rest")
 
 REQUEST_ID_HEADER = "X-Request-Id"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
-WINDOW_OPERATION = "read_field_window"
-WINDOW_PARAMS = frozenset(
-    {"offset_chars", "limit_chars", "q", "before_chars", "after_chars", "cursor", "occurrence"}
-)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -150,7 +143,7 @@ def error_response(
     )
 
 
-def _validation_error(error: RequestValidationError, window_route: bool) -> StoreError:
+def _validation_error(error: RequestValidationError) -> StoreError:
     """The first problem FastAPI found, as the library would have named it."""
     for problem in error.errors():
         location = problem.get("loc", ())
@@ -158,8 +151,7 @@ def _validation_error(error: RequestValidationError, window_route: bool) -> Stor
         message = str(problem.get("msg", "is not valid")).replace("Input should be", "should be")
         if problem.get("type") == "missing":
             message = "is required"
-        code = "invalid_window" if window_route and param in WINDOW_PARAMS else "invalid_request"
-        return BadRequest(code, f"{param} {message}", param=param)
+        return BadRequest("invalid_request", f"{param} {message}", param=param)
     return BadRequest("invalid_request", "the request is not valid")
 
 
@@ -177,9 +169,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)
-        route = request.scope.get("route")
-        window_route = getattr(route, "operation_id", None) == WINDOW_OPERATION
-        return error_response(request, _validation_error(error, window_route))
+        return error_response(request, _validation_error(error))
 
     async def on_http_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, StarletteHTTPException)

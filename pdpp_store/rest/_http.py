@@ -3,9 +3,10 @@
 Rules:
 1. Entity tags are strong and quoted (`"sha256:..."`). `If-Match` and `If-Range` compare
    strongly (a weak tag never matches); `If-None-Match` compares weakly, as RFC 9110 says.
-2. One byte range is served: `bytes=a-b`, `bytes=a-` or `bytes=-n`. A `Range` that does not
-   parse, names another unit or several ranges is ignored (the whole body is sent, as RFC 9110
-   allows); a range that starts at or past the end is unsatisfiable (416).
+2. One byte range is served: `bytes=a-b`, `bytes=a-` or `bytes=-n` (numbers of at most 64
+   digits). A `Range` that does not parse, names another unit or several ranges is ignored
+   (the whole body is sent, as RFC 9110 allows); a range that starts at or past the end is
+   unsatisfiable (416).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ __all__ = ["ByteRange", "etag", "if_match_fails", "none_match", "parse_range", "
 ByteRange = tuple[int, int]
 """`(first, last)`, inclusive, as in `Content-Range`."""
 
-_RANGE = re.compile(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*")
+_RANGE = re.compile(r"\s*bytes\s*=\s*(\d{0,64})\s*-\s*(\d{0,64})\s*")
 _TAG = re.compile(r'\s*(W/)?("[^"]*")\s*')
 
 

@@ -8,10 +8,12 @@
 Rules:
 1. A handler holds no store rules: identity, selectors, grants and errors are the library's.
    What it adds is HTTP: links, entity tags, conditionals, ranges, caching headers.
-2. Answers are private: `Cache-Control: private, no-store` on every one.
-3. A field window's `ETag` is the field's digest; `If-Match` naming another is 412 (the text the
+2. Query parameters and headers are declared once per route (`_params`), which documents them
+   in OpenAPI and parses them; path parameters are FastAPI's.
+3. Answers are private: `Cache-Control: private, no-store` on every one.
+4. A field window's `ETag` is the field's digest; `If-Match` naming another is 412 (the text the
    client paged through has changed). A record's `ETag` is its revision (granted fields only).
-4. Blob bytes are streamed in bounded ranges read through the grant (`read_blob_range`), never
+5. Blob bytes are streamed in bounded ranges read through the grant (`read_blob_range`), never
    held whole; metadata, conditionals and the range are settled before the first byte is sent, so
    every refusal is a proper status and envelope.
 """
@@ -19,19 +21,28 @@ Rules:
 import re
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from pdpp_store import AsyncStore, FieldWindow, Grant, RecordRef, UnscopedRecordRef
 
-from ._errors import WINDOW_OPERATION, PreconditionFailed, RangeNotSatisfiable
+from ._errors import PreconditionFailed, RangeNotSatisfiable
 from ._http import etag, if_match_fails, none_match, parse_range, range_applies
+from ._params import Param, Params
 from ._schemas import card_schema, error_responses, field_window_schema, json_response
 
-__all__ = ["BLOB_CHUNK_BYTES", "add_routes"]
+__all__ = [
+    "BLOB_CHUNK_BYTES",
+    "BLOB_PARAMS",
+    "RECORD_PARAMS",
+    "SEARCH_PARAMS",
+    "WINDOW_PARAMS",
+    "add_routes",
+]
 
+WINDOW_OPERATION = "read_field_window"
 BLOB_CHUNK_BYTES = 1 << 16
 """Bytes read (and held) per step of a blob download."""
 
@@ -40,19 +51,69 @@ _MIME = re.compile(r"[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+")
 
 Stream = Annotated[str, Path(description="The stream (a safe name).")]
 RecordId = Annotated[str, Path(description="The record id: the canonical primary-key string.")]
-ConnectionId = Annotated[
-    str | None,
-    Query(description="The record's connection; needed when the grant covers several."),
-]
 
-
-def _int(description: str, minimum: int, maximum: int | None = None) -> Any:
-    """An integer query parameter whose bounds are documented but checked by the library, so
-    that its errors (and their order, §7) are the library's."""
-    bounds: dict[str, Any] = {"minimum": minimum}
-    if maximum is not None:
-        bounds["maximum"] = maximum
-    return Query(description=description, json_schema_extra=bounds)
+_CONNECTION = Param(
+    "connection_id", str, "The record's connection; needed when the grant covers several."
+)
+WINDOW_PARAMS = Params(
+    Param("field", str, "The field: a top-level key, taken literally.", required=True),
+    _CONNECTION,
+    Param("offset_chars", int, "Start, in code points (default 0).", bounds={"minimum": 0}),
+    Param(
+        "limit_chars",
+        int,
+        "Length in code points (default 4096; above 16384 clamped).",
+        bounds={"minimum": 1},
+    ),
+    Param(
+        "q",
+        str,
+        "Centre the window on the first case-insensitive match.",
+        bounds={"minLength": 1, "maxLength": 1024},
+    ),
+    Param(
+        "before_chars",
+        int,
+        "Context before the match (default 2048).",
+        bounds={"minimum": 0, "maximum": 8192},
+    ),
+    Param(
+        "after_chars",
+        int,
+        "Context after the match (default 2048).",
+        bounds={"minimum": 0, "maximum": 8192},
+    ),
+    Param("cursor", str, "A next_cursor or previous_cursor to continue from."),
+    Param(
+        "If-Match",
+        str,
+        "The field digest the client holds (its ETag): 412 if the field has changed.",
+        where="header",
+    ),
+    window=True,
+)
+RECORD_PARAMS = Params(
+    _CONNECTION,
+    Param("fields", str, "Comma-separated field names: show only these of the granted fields."),
+)
+SEARCH_PARAMS = Params(
+    Param(
+        "q",
+        str,
+        'Terms split on whitespace; a "double-quoted phrase" is one term.',
+        required=True,
+        bounds={"minLength": 1},
+    ),
+    Param("streams", list, "Only these streams: repeat the parameter, or separate with commas."),
+    Param("connection_id", str, "Only this connection."),
+    Param("limit", int, "Hits per page (default 10).", bounds={"minimum": 1, "maximum": 50}),
+    Param("cursor", str, "The next_cursor of the previous page."),
+)
+BLOB_PARAMS = Params(
+    Param("Range", str, "One range: bytes=a-b, a- or -n.", where="header"),
+    Param("If-None-Match", str, "ETags the client holds: 304 if one is current.", where="header"),
+    Param("If-Range", str, "Honour Range only if this ETag is still current.", where="header"),
+)
 
 
 def _record(stream: str, record_id: str, connection_id: str | None) -> Any:
@@ -64,23 +125,20 @@ def _record(stream: str, record_id: str, connection_id: str | None) -> Any:
 def _window_links(request: Request, window: FieldWindow, limit: int | None) -> dict[str, Any]:
     """`url` (as asked), and links that re-read this window and continue it."""
     base = request.url.path
-    common = {"field": window.field.path, "connection_id": window.connection_id}
+    common = f"{base}?field={quote(window.field.path, safe='')}"
+    common += f"&connection_id={quote(window.connection_id, safe='')}"
+    keep = "" if limit is None else f"&limit_chars={limit}"
 
-    def link(**selector: Any) -> str:
-        query = {**common, **{k: v for k, v in selector.items() if v is not None}}
-        return f"{base}?{urlencode(query)}"
+    def by_cursor(cursor: str | None) -> str | None:
+        return None if cursor is None else f"{common}&cursor={quote(cursor, safe='')}{keep}"
 
     asked = request.url.query
     return {
         "url": f"{base}?{asked}" if asked else base,
         "links": {
-            "self": link(offset_chars=window.start_chars, limit_chars=window.limit_chars),
-            "next": None
-            if window.next_cursor is None
-            else link(cursor=window.next_cursor, limit_chars=limit),
-            "previous": None
-            if window.previous_cursor is None
-            else link(cursor=window.previous_cursor, limit_chars=limit),
+            "self": f"{common}&offset_chars={window.start_chars}&limit_chars={window.limit_chars}",
+            "next": by_cursor(window.next_cursor),
+            "previous": by_cursor(window.previous_cursor),
         },
     }
 
@@ -95,64 +153,36 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
         summary="A bounded window of one text field",
         operation_id=WINDOW_OPERATION,
         response_class=JSONResponse,
+        openapi_extra=WINDOW_PARAMS.openapi(),
         responses={
             200: json_response(field_window_schema(), "The field window (§3), with links."),
             **error_responses(400, 401, 403, 404, 409, 412, 422, 503),
         },
     )
     async def field_window(
-        request: Request,
-        *,
-        grant: GrantDep,
-        stream: Stream,
-        record_id: RecordId,
-        field: Annotated[str, Query(description="The field: a top-level key, taken literally.")],
-        connection_id: ConnectionId = None,
-        offset_chars: Annotated[int | None, _int("Start, in code points (default 0).", 0)] = None,
-        limit_chars: Annotated[
-            int | None, _int("Length in code points (default 4096; above 16384 clamped).", 1)
-        ] = None,
-        q: Annotated[
-            str | None,
-            Query(
-                description="Centre the window on the first case-insensitive match.",
-                json_schema_extra={"minLength": 1, "maxLength": 1024},
-            ),
-        ] = None,
-        before_chars: Annotated[
-            int | None, _int("Context before the match (default 2048).", 0, 8192)
-        ] = None,
-        after_chars: Annotated[
-            int | None, _int("Context after the match (default 2048).", 0, 8192)
-        ] = None,
-        cursor: Annotated[
-            str | None, Query(description="A next_cursor or previous_cursor to continue from.")
-        ] = None,
-        if_match: Annotated[
-            str | None,
-            Header(description="The field digest the client holds (its ETag): 412 if changed."),
-        ] = None,
+        request: Request, grant: GrantDep, stream: Stream, record_id: RecordId
     ) -> Response:
+        args = WINDOW_PARAMS.parse(request)
         window = await store.read_field_window(
             grant,
-            _record(stream, record_id, connection_id),
-            field,
-            offset_chars=offset_chars,
-            limit_chars=limit_chars,
-            q=q,
-            before_chars=before_chars,
-            after_chars=after_chars,
-            cursor=cursor,
+            _record(stream, record_id, args["connection_id"]),
+            args["field"],
+            offset_chars=args["offset_chars"],
+            limit_chars=args["limit_chars"],
+            q=args["q"],
+            before_chars=args["before_chars"],
+            after_chars=args["after_chars"],
+            cursor=args["cursor"],
         )
         tag = etag(window.field.digest)
-        if if_match_fails(if_match, tag):
+        if if_match_fails(args["If-Match"], tag):
             raise PreconditionFailed(
                 "precondition_failed",
                 "the field has changed since the digest in If-Match: start again",
                 param="If-Match",
                 details={"current_digest": window.field.digest},
             )
-        body = {**window.to_dict(), **_window_links(request, window, limit_chars)}
+        body = {**window.to_dict(), **_window_links(request, window, args["limit_chars"])}
         return JSONResponse(body, headers={**PRIVATE, "ETag": tag})
 
     @router.get(
@@ -161,27 +191,20 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
         summary="A record projected under the grant",
         operation_id="read_record",
         response_class=JSONResponse,
+        openapi_extra=RECORD_PARAMS.openapi(),
         responses={
             200: json_response(card_schema("RecordView"), "The projection (§5)."),
             **error_responses(400, 401, 403, 404, 409, 503),
         },
     )
     async def record(
-        grant: GrantDep,
-        stream: Stream,
-        record_id: RecordId,
-        connection_id: ConnectionId = None,
-        fields: Annotated[
-            str | None,
-            Query(
-                description="Comma-separated field names: show only these of the granted fields."
-            ),
-        ] = None,
+        request: Request, grant: GrantDep, stream: Stream, record_id: RecordId
     ) -> Response:
-        view = await store.read_record(grant, _record(stream, record_id, connection_id))
+        args = RECORD_PARAMS.parse(request)
+        view = await store.read_record(grant, _record(stream, record_id, args["connection_id"]))
         body = view.to_dict()
-        if fields is not None:
-            wanted = set(fields.split(","))
+        if args["fields"] is not None:
+            wanted = set(args["fields"].split(","))
             for part in ("data", "content_ladder"):
                 body[part] = {k: v for k, v in body[part].items() if k in wanted}
         return JSONResponse(body, headers={**PRIVATE, "ETag": etag(view.revision)})
@@ -192,39 +215,23 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
         summary="Records that match, with proven evidence per matched field",
         operation_id="search",
         response_class=JSONResponse,
+        openapi_extra=SEARCH_PARAMS.openapi(),
         responses={
             200: json_response(card_schema("SearchPage"), "A page of hits (§9)."),
             **error_responses(400, 401, 403, 404, 503),
         },
     )
-    async def search(
-        *,
-        grant: GrantDep,
-        q: Annotated[
-            str,
-            Query(
-                description='Terms split on whitespace; a "double-quoted phrase" is one term.',
-                json_schema_extra={"minLength": 1},
-            ),
-        ],
-        streams: Annotated[
-            list[str] | None,
-            Query(description="Only these streams: repeat the parameter, or separate with commas."),
-        ] = None,
-        connection_id: ConnectionId = None,
-        limit: Annotated[int | None, _int("Hits per page (default 10).", 1, 50)] = None,
-        cursor: Annotated[
-            str | None, Query(description="The next_cursor of the previous page.")
-        ] = None,
-    ) -> Response:
+    async def search(request: Request, grant: GrantDep) -> Response:
+        args = SEARCH_PARAMS.parse(request)
+        streams = args["streams"]
         names = None if streams is None else [n for value in streams for n in value.split(",")]
         page = await store.search(
             grant,
-            q,
+            args["q"],
             streams=names,
-            connection_id=connection_id,
-            limit=10 if limit is None else limit,
-            cursor=cursor,
+            connection_id=args["connection_id"],
+            limit=10 if args["limit"] is None else args["limit"],
+            cursor=args["cursor"],
         )
         return JSONResponse(page.to_dict(), headers=PRIVATE)
 
@@ -234,6 +241,7 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
         summary="A blob's bytes, through a record the grant can see",
         operation_id="read_blob",
         response_class=Response,
+        openapi_extra=BLOB_PARAMS.openapi(),
         responses={
             200: {
                 "description": "The whole blob.",
@@ -248,16 +256,12 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
         },
     )
     async def blob(
+        request: Request,
         grant: GrantDep,
         blob_id: Annotated[str, Path(description="blob_sha256_<hex>.")],
-        range_: Annotated[
-            str | None, Header(alias="Range", description="One range: bytes=a-b, a- or -n.")
-        ] = None,
-        if_none_match: Annotated[str | None, Header(description="ETags the client holds.")] = None,
-        if_range: Annotated[
-            str | None, Header(description="Honour Range only if the ETag still matches.")
-        ] = None,
     ) -> Response:
+        args = BLOB_PARAMS.parse(request)
+        range_, if_none_match, if_range = args["Range"], args["If-None-Match"], args["If-Range"]
         info = await store.blob_info(grant, blob_id)
         tag = etag(f"sha256:{info.sha256}")
         headers = {

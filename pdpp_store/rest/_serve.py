@@ -1,4 +1,4 @@
-"""`serve` / `run`: the REST server (and its MCP mount) under uvicorn, on one event loop.
+"""`serve` / `run`: the REST server, with the MCP server at `/mcp`, under uvicorn, on one loop.
 
 Rules:
 1. The tokens file is read and checked before the database is opened: a bad file is one clear
@@ -12,28 +12,17 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 from collections.abc import Mapping
-from typing import Any
 
 import uvicorn
 
 from pdpp_store import AsyncStore, Grant, load_tokens
+from pdpp_store.mcp import http_app
 
 from ._app import create_app
 
 __all__ = ["run", "serve"]
-
-
-def _mcp_app(store: AsyncStore, tokens: Mapping[str, Grant]) -> Any | None:
-    """The MCP server's Streamable HTTP app, when the MCP surface is installed."""
-    try:
-        mcp = importlib.import_module("pdpp_store.mcp")
-    except ImportError:
-        return None
-    factory = getattr(mcp, "http_app", None)
-    return None if factory is None else factory(store, tokens)
 
 
 async def serve(
@@ -49,7 +38,7 @@ async def serve(
     grants = tokens if isinstance(tokens, Mapping) else load_tokens(tokens)
     store = await AsyncStore.open(url)
     try:
-        app = create_app(store, grants, mcp_app=_mcp_app(store, grants), owns_store=True)
+        app = create_app(store, grants, mcp_app=http_app(store, grants), owns_store=True)
     except BaseException:
         await store.close()
         raise

@@ -155,19 +155,27 @@ def test_field_window_text_format(url: str) -> None:
     result = run(url, "read", "field-window", REF, "body_text", "--limit", "30", "--format", "text")
     assert result.exit_code == 0
     header, text, cursors = split_text_output(result.stdout)
-    assert header == f"{REF} body_text: 0\N{EN DASH}30 of {len(TEXT)} chars"
+    assert (header["id"], header["field_path"], header["type"]) == (REF, "body_text", "string")
+    assert (header["range"], header["total_chars"], header["complete"]) == ([0, 30], 5000, False)
     assert text == TEXT[:30]
     assert set(cursors) == {"next"}
+    assert header["next"] == {
+        "tool": "read_record_field",
+        "arguments": {"id": REF, "field_path": "body_text", "cursor": cursors["next"]},
+    }
 
 
-def split_text_output(stdout: str) -> tuple[str, str, dict[str, str]]:
-    """(header, window text, cursors by name) of `--format text` output."""
-    header, *lines = stdout.removesuffix("\n").split("\n")
-    cursors: dict[str, str] = {}
-    while lines and (found := re.fullmatch(r"(next|previous) cursor: (\S+)", lines[-1])):
-        cursors[found[1]] = found[2]
-        lines.pop()
-    return header, "\n".join(lines), cursors
+def split_text_output(stdout: str) -> tuple[dict[str, Any], str, dict[str, str]]:
+    """(header, window text, cursors by name) of `--format text` output: the MCP `content[]`
+    text of the same read (a compact JSON header line, then the window's text verbatim)."""
+    first, _, text = stdout.removesuffix("\n").partition("\n")
+    header: dict[str, Any] = json.loads(first)
+    cursors = {
+        name: header[name]["arguments"]["cursor"]
+        for name in ("next", "previous")
+        if header[name] is not None
+    }
+    return header, text, cursors
 
 
 def test_cursor_paging_prints_and_accepts_the_next_cursor(url: str) -> None:
@@ -210,7 +218,9 @@ def test_match_window(url: str) -> None:
     start = fold(TEXT).find(fold(target))  # the store's folding keeps every length
     data = window(url, REF, "body_text", "--q", target, "--before", "5", "--after", "7")
     assert data["window"]["match_start_chars"] == start
-    assert f", match at {start}\N{EN DASH}{start + len(target)}" in result.stdout.split("\n")[0]
+    header, text, _ = split_text_output(result.stdout)
+    assert header["match"] == [start, start + len(target)]
+    assert text == TEXT[header["range"][0] : header["range"][1]]
 
 
 def test_clamped_limit_warns_on_stderr_in_text(url: str) -> None:

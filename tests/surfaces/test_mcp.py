@@ -574,8 +574,9 @@ def test_record_pages_start_at_their_offset() -> None:
 # ---------------------------------------------------------------- Streamable HTTP
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_http_needs_a_bearer_token_and_applies_its_grant(
-    loaded: tuple[str, dict[str, Any]],
+    loaded: tuple[str, dict[str, Any]], mode: str
 ) -> None:
     url, _ = loaded
     store = await AsyncStore.open(url)
@@ -600,7 +601,8 @@ async def test_http_needs_a_bearer_token_and_applies_its_grant(
                 async with (
                     http,
                     Client(
-                        streamable_http_client("http://127.0.0.1/mcp", http_client=http)
+                        streamable_http_client("http://127.0.0.1/mcp", http_client=http),
+                        mode=mode,
                     ) as client,
                 ):
                     result = await client.call_tool(

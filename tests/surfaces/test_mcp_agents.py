@@ -2,7 +2,8 @@
 own client, each go from a search for a phrase near the end of a 3,000,000-character email to the
 match, page backward and forward, and rebuild the whole field exactly, with nothing but what their
 class sees; in-process and over a real stdio subprocess (`pdpp-store ... mcp --grant FILE`), on
-both databases. See `_mcp` for the agents.
+both databases, with both protocol eras (the 2026 per-request envelopes, and the `initialize`
+handshake most hosts speak today). See `_mcp` for the agents.
 """
 
 from __future__ import annotations
@@ -73,11 +74,17 @@ def _check(walk: Any, expected: str) -> None:
     assert walk.text == expected  # the whole field, exactly
 
 
+MODES = ["auto", "legacy"]
+"""How the client connects: "auto" negotiates the 2026 protocol (per-request envelopes), "legacy"
+the `initialize` handshake that most hosts speak today (2025-11-25)."""
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("agent", list(AGENTS))
-async def test_agent_in_process(ladder_url: str, expected: str, agent: str) -> None:
+async def test_agent_in_process(ladder_url: str, expected: str, agent: str, mode: str) -> None:
     store = await AsyncStore.open(ladder_url)
     try:
-        async with Client(create_server(store, owner())) as client:
+        async with Client(create_server(store, owner()), mode=mode) as client:
             _check(await AGENTS[agent](client, PHRASE), expected)
     finally:
         await store.close()
@@ -93,7 +100,8 @@ def _stdio(url: str, grant_file: Path) -> StdioServerParameters:
     )
 
 
-async def test_agents_over_stdio(ladder_url: str, expected: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_agents_over_stdio(ladder_url: str, expected: str, tmp_path: Path, mode: str) -> None:
     """One `pdpp-store mcp` subprocess (the SDK's client starts it and ends it by its handle),
     every agent class in turn."""
     grant_file = tmp_path / "grant.json"
@@ -101,7 +109,7 @@ async def test_agents_over_stdio(ladder_url: str, expected: str, tmp_path: Path)
         json.dumps({"grant_id": "g-stdio", "streams": [{"name": "message_bodies"}]})
     )
     failures = {}
-    async with Client(_stdio(ladder_url, grant_file)) as client:
+    async with Client(_stdio(ladder_url, grant_file), mode=mode) as client:
         for name, agent in AGENTS.items():
             try:
                 _check(await agent(client, PHRASE), expected)

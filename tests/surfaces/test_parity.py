@@ -1,25 +1,34 @@
-"""Parity between surfaces: one read through the library, the CLI and REST gives the same window
-text, offsets and continuation (the same cursor, since cursors are deterministic for a grant,
-record, field, position and limit), on every database.
+"""Parity between surfaces: one read through the library, the CLI, REST and MCP (over `/mcp` of
+the REST app) gives the same window text, offsets and continuation (the same cursor, since
+cursors are deterministic for a grant, record, field, position and limit), on every database;
+and the CLI's `--format text` is exactly MCP's `content[]` text.
 
-Each surface reads with the same grant: the CLI gets it as a `--grant` file, REST as the grant of
-a bearer token; the library is called directly.
+Each surface reads with the same grant: the CLI gets it as a `--grant` file, REST and MCP as the
+grant of a bearer token; the library is called directly.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from _data import MAILBOX
-from _rest import OWNER, TEXT, TOKEN_GRANTS, Site, served, window_path
+from _mcp import texts
+from _rest import OWNER, TEXT, TOKEN_GRANTS, Site, served, tokens, window_path
 from click.testing import CliRunner
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from pdpp_store import Grant
 from pdpp_store.cli import cli
+from pdpp_store.mcp import http_app
+from pdpp_store.rest import create_app
 
 READS: list[dict[str, Any]] = [
     {"offset_chars": 0, "limit_chars": 300},
@@ -35,39 +44,74 @@ CLI_OPTIONS = {
     "after_chars": "--after",
     "cursor": "--cursor",
 }
-KEPT = (
-    "text",
-    "total_chars",
-    "start_chars",
-    "end_chars",
-    "limit_chars",
-    "complete",
-    "has_more",
-    "match_start_chars",
-    "match_end_chars",
-    "next_offset_chars",
-    "previous_offset_chars",
-    "next_cursor",
-    "previous_cursor",
-)
 
 
-@pytest.fixture
-async def site(db_url: str) -> AsyncIterator[Site]:
-    async with served(db_url) as opened:
-        yield opened
+@dataclass
+class Surfaces:
+    site: Site
+    mcp: Client
+
+
+@asynccontextmanager
+async def opened(db_url: str) -> AsyncIterator[Surfaces]:
+    """The seeded app with REST and MCP, and an MCP client on `/mcp` (opened and closed in the
+    test's own task: the SDK's task groups cannot span a fixture's setup and teardown)."""
+    async with served(db_url) as site:
+        grants = tokens()
+        app = create_app(site.store, grants, mcp_app=http_app(site.store, grants))
+        async with app.router.lifespan_context(app):
+            http = httpx2.AsyncClient(
+                transport=httpx2.ASGITransport(app=app),
+                base_url="http://pdpp.test",
+                headers={"Authorization": f"Bearer {OWNER}"},
+            )
+            link = streamable_http_client("http://pdpp.test/mcp", http_client=http)
+            async with http, Client(link) as client:
+                yield Surfaces(site, client)
 
 
 def _essence(envelope: dict[str, Any]) -> dict[str, Any]:
+    """What every surface must agree on, from a §3 envelope."""
     window = envelope["window"]
+    match = window["match_start_chars"]
     return {
-        "field": envelope["field"],
         "record": [envelope["connection_id"], envelope["stream"], envelope["record_id"]],
-        **{key: window[key] for key in KEPT},
+        "digest": envelope["field"]["digest"],
+        "text": window["text"],
+        "range": [window["start_chars"], window["end_chars"]],
+        "total": window["total_chars"],
+        "match": None if match is None else [match, window["match_end_chars"]],
+        "next_cursor": window["next_cursor"],
+        "previous_cursor": window["previous_cursor"],
     }
 
 
-def _cli(url: str, grant_file: Path, args: dict[str, Any]) -> dict[str, Any]:
+def _mcp_essence(structured: dict[str, Any]) -> dict[str, Any]:
+    """The same, from `read_record_field`'s structured output."""
+    record, field, window = structured["record"], structured["field"], structured["window"]
+    match = window["match"]
+    return {
+        "record": [record["connection_id"], record["stream"], record["record_id"]],
+        "digest": field["digest"],
+        "text": window["text"],
+        "range": [window["start_chars"], window["end_chars"]],
+        "total": field["size_chars"],
+        "match": None if match is None else [match["start_chars"], match["end_chars"]],
+        "next_cursor": window["next_cursor"],
+        "previous_cursor": window["previous_cursor"],
+    }
+
+
+async def _mcp(client: Client, args: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    result = await client.call_tool(
+        "read_record_field",
+        {"id": f"{MAILBOX}/message_bodies:b1", "field_path": "body_text", **args},
+    )
+    assert not result.is_error, result.content
+    return _mcp_essence(result.structured_content), texts(result)
+
+
+def _cli(url: str, grant_file: Path, args: dict[str, Any], *more: str) -> str:
     options = [part for key, value in args.items() for part in (CLI_OPTIONS[key], str(value))]
     result = CliRunner().invoke(
         cli,
@@ -81,18 +125,29 @@ def _cli(url: str, grant_file: Path, args: dict[str, Any]) -> dict[str, Any]:
             "--grant",
             str(grant_file),
             *options,
+            *more,
         ],
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.stderr
-    envelope: dict[str, Any] = json.loads(result.stdout)
+    return result.stdout
+
+
+def _cli_json(url: str, grant_file: Path, args: dict[str, Any]) -> dict[str, Any]:
+    envelope: dict[str, Any] = json.loads(_cli(url, grant_file, args))
     return envelope
 
 
 @pytest.mark.parametrize("args", READS, ids=["start", "end", "match", "past-the-end"])
-async def test_library_cli_and_rest_give_the_same_window(
-    site: Site, db_url: str, tmp_path: Path, args: dict[str, Any]
+async def test_library_cli_rest_and_mcp_give_the_same_window(
+    db_url: str, tmp_path: Path, args: dict[str, Any]
 ) -> None:
+    async with opened(db_url) as surfaces:
+        await _compare(surfaces, db_url, tmp_path, args)
+
+
+async def _compare(surfaces: Surfaces, db_url: str, tmp_path: Path, args: dict[str, Any]) -> None:
+    site = surfaces.site
     grant_file = tmp_path / "grant.json"
     grant_file.write_text(json.dumps(TOKEN_GRANTS[OWNER]), encoding="utf-8")
     grant = Grant.from_dict(TOKEN_GRANTS[OWNER])
@@ -102,13 +157,17 @@ async def test_library_cli_and_rest_give_the_same_window(
             grant, f"{MAILBOX}/message_bodies:b1", "body_text", **args
         )
     ).to_dict()
-    command_line = _cli(db_url, grant_file, args)
+    command_line = _cli_json(db_url, grant_file, args)
     response = await site.get(OWNER, window_path(), {"field": "body_text", **args})
     assert response.status_code == 200, response.text
     rest = response.json()
+    mcp, mcp_text = await _mcp(surfaces.mcp, args)
 
     assert _essence(command_line) == _essence(library)
     assert _essence(rest) == _essence(library)
+    assert mcp == _essence(library)
+    # `--format text` is what an MCP client's content[] shows, to the character.
+    assert _cli(db_url, grant_file, args, "--format", "text").removesuffix("\n") == mcp_text
 
     # The continuation is the same read on every surface: follow it through each and compare.
     cursor = library["window"]["next_cursor"] or library["window"]["previous_cursor"]
@@ -119,6 +178,30 @@ async def test_library_cli_and_rest_give_the_same_window(
             grant, f"{MAILBOX}/message_bodies:b1", "body_text", cursor=cursor
         )
     ).to_dict()
-    assert _essence(_cli(db_url, grant_file, {"cursor": cursor})) == _essence(after)
+    assert _essence(_cli_json(db_url, grant_file, {"cursor": cursor})) == _essence(after)
     followed = await site.get(OWNER, window_path(), {"field": "body_text", "cursor": cursor})
     assert _essence(followed.json()) == _essence(after)
+    assert (await _mcp(surfaces.mcp, {"cursor": cursor}))[0] == _essence(after)
+
+
+async def test_cli_text_of_a_record_and_a_blob_is_mcp_content(db_url: str, tmp_path: Path) -> None:
+    grant_file = tmp_path / "grant.json"
+    grant_file.write_text(json.dumps(TOKEN_GRANTS[OWNER]), encoding="utf-8")
+    async with opened(db_url) as surfaces:
+        ref = f"{MAILBOX}/message_bodies:b1"
+        fetched = await surfaces.mcp.call_tool("fetch", {"id": ref})
+        assert not fetched.is_error
+        command = [
+            "--db", db_url, "read", "record", ref, "--grant", str(grant_file), "--format", "text"
+        ]  # fmt: skip
+        shown = CliRunner().invoke(cli, command, catch_exceptions=False)
+        assert shown.exit_code == 0, shown.stderr
+        assert shown.stdout.removesuffix("\n") == texts(fetched)
+
+        blob_id = surfaces.site.blob.blob_id
+        fetched = await surfaces.mcp.call_tool("fetch", {"id": f"pdpp://blob/{blob_id}"})
+        assert not fetched.is_error, texts(fetched)
+        command = ["--db", db_url, "blob", "info", blob_id, "--grant", str(grant_file)]
+        shown = CliRunner().invoke(cli, [*command, "--format", "text"], catch_exceptions=False)
+        assert shown.exit_code == 0, shown.stderr
+        assert shown.stdout.removesuffix("\n") == texts(fetched)

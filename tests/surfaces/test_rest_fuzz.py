@@ -18,7 +18,7 @@ import pytest
 import schemathesis
 from _data import MAILBOX
 from _rest import MAIL_ONLY, NARROW, OWNER, Site, served
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -111,6 +111,8 @@ def test_the_openapi_document_holds_under_fuzzing(
                 token = None  # the negative case is the missing credential itself
             if token is not None:
                 headers["Authorization"] = f"Bearer {token}"
+            # HTTP carries header values as bytes: a value no client could send is not a case.
+            assume(all(_sendable(value) for value in headers.values()))
             response = loop.run_until_complete(
                 site.client.request(
                     kwargs["method"],
@@ -125,6 +127,14 @@ def test_the_openapi_document_holds_under_fuzzing(
 
         exchange()
     assert sent >= 3 * 10
+
+
+def _sendable(value: object) -> bool:
+    try:
+        str(value).encode("ascii")
+    except UnicodeEncodeError:
+        return False
+    return "\r" not in str(value) and "\n" not in str(value)
 
 
 def _aim_at_seeded_data(case: Any, seeded: dict[str, list[dict[str, str]]], place: int) -> None:

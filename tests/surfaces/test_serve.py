@@ -1,4 +1,5 @@
-"""`pdpp-store serve`: the real command as a subprocess on 127.0.0.1, spoken to over a socket.
+"""`pdpp-store serve`: the real command as a subprocess on 127.0.0.1, spoken to over a socket:
+REST with httpx, and MCP at `/mcp` with the SDK's Streamable HTTP client.
 
 The server is started on a free port, waited for (by polling its metadata route), used, and
 ended by its pid (SIGINT: uvicorn's own graceful stop), on every database.
@@ -6,6 +7,7 @@ ended by its pid (SIGINT: uvicorn's own graceful stop), on every database.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,10 +17,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import httpx2
 import pytest
-from _rest import OWNER, TEXT, TOKEN_GRANTS, seed, window_path
+from _data import MAILBOX
+from _rest import NARROW, OWNER, TEXT, TOKEN_GRANTS, seed, window_path
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from pdpp_store import AsyncStore
 
@@ -81,8 +88,6 @@ def tokens_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def server(db_url: str, tokens_file: Path) -> Iterator[Server]:
-    import asyncio
-
     async def seeded() -> None:
         store = await AsyncStore.open(db_url)
         try:
@@ -116,6 +121,34 @@ def test_serve_answers_rest_over_a_real_socket(server: Server) -> None:
     log = server.stop()
     assert server.process.returncode == 0, log
     assert "Uvicorn running on http://127.0.0.1:" in log
+
+
+async def _mcp_read(base_url: str, token: str | None) -> Any:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        Client(streamable_http_client(f"{base_url}/mcp", http_client=http)) as client,
+    ):
+        return await client.call_tool(
+            "read_record_field",
+            {"id": f"{MAILBOX}/message_bodies:b1", "field_path": "body_text", "limit_chars": 40},
+        )
+
+
+def test_serve_answers_mcp_at_slash_mcp_with_the_same_tokens(server: Server) -> None:
+    result = asyncio.run(_mcp_read(server.base_url, OWNER))
+    assert not result.is_error
+    assert result.structured_content["window"]["text"] == TEXT[:40]
+    header, _, text = result.content[0].text.partition("\n")
+    assert text == TEXT[:40]
+    assert json.loads(header)["range"] == [0, 40]
+    refused = httpx.post(f"{server.base_url}/mcp", json={})
+    assert refused.status_code == 401
+    assert refused.headers["WWW-Authenticate"].startswith("Bearer")
+    narrow = asyncio.run(_mcp_read(server.base_url, NARROW))
+    assert not narrow.is_error  # body_text is granted to the narrow token
+    log = server.stop()
+    assert server.process.returncode == 0, log
 
 
 def test_serve_refuses_a_bad_tokens_file_before_starting(db_url: str, tmp_path: Path) -> None:

@@ -1,0 +1,200 @@
+"""P0 gate, proof 1 through the REST server: no answer of any route, under any grant, holds a
+byte the grant does not authorize (CONTRACT §2, §5, §10).
+
+The canary dataset and its oracle are `test_gate_canaries`'s. Each hypothesis example draws a
+grant (the grant of a bearer token) and a few HTTP requests over every route (field windows with
+every selector, records with and without `fields=`, search, blob bytes with and without a
+`Range`), sends them to the app in process, and asserts:
+
+1. no canary outside the grant (the oracle's `forbidden`; blob bytes count as a read through the
+   blob) is in any answer, body or headers, apart from canaries the request itself carried;
+2. none crossed the database boundary while the requests ran (`BoundaryAudit`);
+3. the check is not vacuous: under the owner's grant, canaries do reach the client, and a server
+   that answers under another grant than the token's fails the check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from audit import BoundaryAudit
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_gate_canaries import (
+    DATASET,
+    STREAMS,
+    GrantDict,
+    Key,
+    authorized,
+    forbidden,
+    grants,
+    load,
+    selectors,
+    targets,
+)
+
+from pdpp_store import AsyncStore, Grant, Store
+from pdpp_store.rest import _app as rest_app
+from pdpp_store.rest import create_app
+
+REST_EXAMPLES = int(os.environ.get("PDPP_GATE_REST_EXAMPLES", "100"))
+TOKEN = "tok_gate_rest_000000000000"
+Ask = tuple[str, dict[str, str], dict[str, str]]
+"""A request: path, query parameters, headers."""
+
+
+class Served:
+    """The dataset in a database, an `AsyncStore` over it, and the event loop that drives it."""
+
+    def __init__(self, url: str) -> None:
+        with Store.open(url) as store:
+            load(store)
+        self.loop = asyncio.new_event_loop()
+        self.store = self.loop.run_until_complete(AsyncStore.open(url))
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.store.close())
+        self.loop.close()
+
+
+@pytest.fixture
+def served(db_url: str) -> Iterator[Served]:
+    serving = Served(db_url)
+    try:
+        yield serving
+    finally:
+        serving.close()
+
+
+def _record_path(key: Key) -> str:
+    _, stream, record_id = key
+    return f"/v1/streams/{quote(stream, safe='')}/records/{quote(record_id, safe='')}"
+
+
+@st.composite
+def requests(draw: st.DrawFn, grant: GrantDict) -> Ask:
+    kind = draw(st.sampled_from(["window", "window", "record", "search", "blob"]))
+    key, path = draw(targets(grant))
+    connection: dict[str, str] = {"connection_id": key[0]} if draw(st.booleans()) else {}
+    if kind == "window":
+        selector, _ = draw(selectors(key, path))
+        params = {name: str(value) for name, value in selector.items()}
+        return f"{_record_path(key)}/field-window", {"field": path, **connection, **params}, {}
+    if kind == "record":
+        narrowed = {"fields": path} if draw(st.booleans()) else {}
+        return _record_path(key), {**connection, **narrowed}, {}
+    if kind == "search":
+        canaries = [secret.canary for secret in DATASET.secrets]
+        q = draw(st.sampled_from(["the", "é", "😀", "zzzz-none"]) | st.sampled_from(canaries))
+        streams = draw(st.lists(st.sampled_from(STREAMS), unique=True))
+        return "/v1/search", {"q": q, **({"streams": ",".join(streams)} if streams else {})}, {}
+    blob = draw(st.sampled_from(sorted(DATASET.blobs.values(), key=lambda b: b.key)))
+    ranged = {"Range": f"bytes={draw(st.integers(0, 64))}-"} if draw(st.booleans()) else {}
+    return f"/v1/blobs/{blob.blob_id}", {}, ranged
+
+
+async def _ask(served: Served, grant: Grant, asks: list[Ask]) -> list[str]:
+    app = create_app(served.store, {TOKEN: grant})
+    answers = []
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://gate.test"
+    ) as client:
+        for path, params, headers in asks:
+            response = await client.get(
+                path, params=params, headers={**headers, "Authorization": f"Bearer {TOKEN}"}
+            )
+            assert response.status_code < 500, response.text
+            # Bytes as latin-1: a canary is ASCII, so it shows in a body of any encoding.
+            answers.append(response.content.decode("latin-1") + str(response.headers))
+    return answers
+
+
+@given(data=st.data())
+@settings(
+    max_examples=REST_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_property_no_rest_answer_shows_what_the_grant_excludes(
+    served: Served, data: st.DataObject
+) -> None:
+    grant_dict = data.draw(grants("g-rest"), label="grant")
+    asks = [
+        data.draw(requests(grant_dict), label="request")
+        for _ in range(data.draw(st.integers(1, 6), label="requests"))
+    ]
+    check_rest(served, grant_dict, asks)
+
+
+def check_rest(served: Served, grant_dict: GrantDict, asks: list[Ask]) -> None:
+    """Rules 1 and 2 of the module for `asks` under `grant_dict`."""
+    sent = json.dumps(asks, ensure_ascii=False).lower() + json.dumps(grant_dict).lower()
+    secret = [c for c in forbidden(grant_dict, through_blobs=True) if c.lower() not in sent]
+    with BoundaryAudit(served.store.engine) as audit:
+        answers = served.loop.run_until_complete(_ask(served, Grant.from_dict(grant_dict), asks))
+    said = "\n".join(answers).lower()
+    shown = [c for c in secret if c.lower() in said]
+    assert not shown, f"unauthorized canary in a REST answer: {shown}; {asks} under {grant_dict}"
+    cells = "".join(
+        v if isinstance(v, str) else bytes(v).decode("latin-1")
+        for v in audit.values
+        if isinstance(v, str | bytes | memoryview)
+    ).lower()
+    crossed = [c for c in secret if c.lower() in cells]
+    assert not crossed, f"unauthorized canary crossed into Python: {crossed}; {asks}"
+
+
+def _first_body(stream: str) -> Key:
+    return next(k for k in DATASET.records if k[1] == stream and not DATASET.records[k].deleted)
+
+
+def test_the_rest_check_bites(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Proof 3: a server that answers under another grant than the token's (here the owner's)
+    fails `check_rest`, for the right reason."""
+    narrow = {"grant_id": "g-n", "streams": [{"name": "message_bodies", "fields": ["id"]}]}
+    holder = next(
+        secret.record
+        for secret in DATASET.secrets
+        if secret.kind == "text"
+        and secret.record is not None
+        and secret.record[1] == "message_bodies"
+        and secret.field != "id"
+        and not DATASET.records[secret.record].deleted
+    )
+    asks: list[Ask] = [(_record_path(holder), {"connection_id": holder[0]}, {})]
+    check_rest(served, narrow, asks)  # the real server passes
+    everything = Grant.from_dict({"grant_id": "g-all", "streams": [{"name": s} for s in STREAMS]})
+    real = rest_app._grant_resolver
+
+    def resolver(tokens: Any) -> Any:
+        return real(dict.fromkeys(tokens, everything))
+
+    monkeypatch.setattr(rest_app, "_grant_resolver", resolver)
+    with pytest.raises(AssertionError, match="unauthorized canary in a REST answer"):
+        check_rest(served, narrow, asks)
+
+
+def test_the_rest_check_sees_authorized_canaries(served: Served) -> None:
+    """Proof 3 for this proof: under the owner's grant canaries do reach the client (records,
+    windows and blob bytes), so a missing canary above means an exclusion held."""
+    owner = {"grant_id": "g-owner", "streams": [{"name": s} for s in STREAMS]}
+    key = _first_body("message_bodies")
+    asks: list[Ask] = [
+        (_record_path(key), {"connection_id": key[0]}, {}),
+        (f"{_record_path(key)}/field-window", {"field": "charset", "connection_id": key[0]}, {}),
+        *((f"/v1/blobs/{blob.blob_id}", {}, {}) for blob in DATASET.blobs.values()),
+    ]
+    said = "\n".join(
+        served.loop.run_until_complete(_ask(served, Grant.from_dict(owner), asks))
+    ).lower()
+    seen = [c for c in authorized(owner, through_blobs=True) if c.lower() in said]
+    assert seen
+    narrow = {"grant_id": "g-n", "streams": [{"name": "message_bodies", "fields": ["id"]}]}
+    check_rest(served, narrow, asks)
