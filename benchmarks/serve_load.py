@@ -384,7 +384,18 @@ def render(results: list[tuple[str, list[Figures]]]) -> str:
         "",
     ]
     for name, figures in results:
-        library = figures[0]
+        library, in_process, one = figures[0], figures[1], figures[2]
+        busiest = figures[-1]
+        lines += [
+            f"**{name}**: at one client the server's p50 is "
+            f"{one.p50_ms / library.p50_ms:.2f}\N{MULTIPLICATION SIGN} the library's "
+            f"(goal: 2\N{MULTIPLICATION SIGN}); the app alone, without a socket, "
+            f"{in_process.p50_ms / library.p50_ms:.2f}\N{MULTIPLICATION SIGN}; the rest is "
+            "the loopback round trip and a second process on the same CPUs. Under "
+            f"{LEVELS[-1]} clients: {busiest.errors} errors, "
+            f"{busiest.per_second:,.0f} requests/s ({one.per_second:,.0f} at one client).",
+            "",
+        ]
         lines += [
             f"### {name}",
             "",

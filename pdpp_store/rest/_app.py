@@ -15,6 +15,7 @@ Rules:
 """
 
 import contextlib
+import hmac
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
@@ -46,7 +47,17 @@ _bearer = HTTPBearer(
 
 
 def _grant_resolver(tokens: Mapping[str, Grant]) -> Callable[..., Any]:
-    frozen = dict(tokens)
+    # Each presented token is compared with every known one in constant time, so how long a
+    # refusal takes says nothing about how close a guess came.
+    known = [(token.encode(), grant) for token, grant in tokens.items()]
+
+    def grant_of(presented: str) -> Grant | None:
+        found = None
+        candidate = presented.encode()
+        for token, grant in known:
+            if hmac.compare_digest(token, candidate):
+                found = grant
+        return found
 
     async def current_grant(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -55,7 +66,7 @@ def _grant_resolver(tokens: Mapping[str, Grant]) -> Callable[..., Any]:
             raise Unauthenticated(
                 "missing_token", "this request needs an Authorization: Bearer <token> header"
             )
-        grant = frozen.get(credentials.credentials)
+        grant = grant_of(credentials.credentials)
         if grant is None:
             raise Unauthenticated("invalid_token", "the bearer token is not known to this server")
         return grant
