@@ -405,6 +405,8 @@ def read_field_window(
 @click.pass_context
 def read_record(
     ctx: click.Context,
+    /,
+    *,
     record: str,
     connection_id: str | None,
     after_field: str | None,

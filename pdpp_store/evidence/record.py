@@ -155,6 +155,7 @@ class RecordView:
                 "type": "object",
                 "additionalProperties": embedded(FieldPreview.JSON_SCHEMA),
             },
+            "after_field": {"type": ["string", "null"]},
             "has_more_fields": {"type": "boolean"},
             "next": nullable(embedded(Continuation.JSON_SCHEMA)),
         },
@@ -168,6 +169,7 @@ class RecordView:
             "revision",
             "data",
             "content_ladder",
+            "after_field",
             "has_more_fields",
             "next",
         ],
@@ -206,6 +208,7 @@ class RecordView:
             **({"version": self.version} if self.version is not None else {}),
             "data": data,
             "content_ladder": ladder,
+            "after_field": self.after_field,
             "has_more_fields": self.next_after_field is not None,
             "next": None if (after := self.next) is None else after.to_dict(),
         }

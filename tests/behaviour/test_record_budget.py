@@ -51,7 +51,7 @@ def value_chars(page: dict[str, Any]) -> int:
         for path, value in page["data"].items()
         if path not in page["content_ladder"]
     )
-    previews = sum(entry.get("preview_chars", 0) for entry in page["content_ladder"].values())
+    previews: int = sum(entry.get("preview_chars", 0) for entry in page["content_ladder"].values())
     return whole + previews
 
 
