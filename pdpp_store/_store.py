@@ -268,11 +268,18 @@ class Store(_StoreCore):
         )
 
     def read_record(
-        self, grant: Grant, record: RecordInput, *, connection_id: str | None = None
+        self,
+        grant: Grant,
+        record: RecordInput,
+        *,
+        connection_id: str | None = None,
+        after_field: str | None = None,
     ) -> RecordView:
         return self._run(
             "read_record",
-            _reads.read_record(self._ctx, grant, record, connection_id=connection_id),
+            _reads.read_record(
+                self._ctx, grant, record, connection_id=connection_id, after_field=after_field
+            ),
         )
 
     def search(
@@ -404,11 +411,18 @@ class AsyncStore(_StoreCore):
         )
 
     async def read_record(
-        self, grant: Grant, record: RecordInput, *, connection_id: str | None = None
+        self,
+        grant: Grant,
+        record: RecordInput,
+        *,
+        connection_id: str | None = None,
+        after_field: str | None = None,
     ) -> RecordView:
         return await self._run(
             "read_record",
-            _reads.read_record(self._ctx, grant, record, connection_id=connection_id),
+            _reads.read_record(
+                self._ctx, grant, record, connection_id=connection_id, after_field=after_field
+            ),
         )
 
     async def search(

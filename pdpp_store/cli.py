@@ -395,19 +395,31 @@ def read_field_window(
 @read.command("record")
 @click.argument("record")
 @_connection_option
+@click.option(
+    "--after-field",
+    metavar="PATH",
+    help="Show the fields after this path (a wide record's next page; see its `next`).",
+)
 @_grant_option
 @_format_option()
 @click.pass_context
 def read_record(
     ctx: click.Context,
+    /,
+    *,
     record: str,
     connection_id: str | None,
+    after_field: str | None,
     grant: IO[bytes] | None,
     output: str,
 ) -> None:
-    """RECORD projected under the grant: granted fields, long values as previews."""
+    """RECORD projected under the grant: granted fields, long values as previews, a bounded
+    number of fields and characters at a time."""
     view = _open_store(ctx).read_record(
-        _grant(grant, record, connection_id), record, connection_id=connection_id
+        _grant(grant, record, connection_id),
+        record,
+        connection_id=connection_id,
+        after_field=after_field,
     )
     if output == "json":
         _echo_json(view.to_dict())

@@ -108,7 +108,12 @@ CATALOGUE: dict[str, Operation] = {
             (_GRANT, _RECORD, _required("field", "field"), _CONNECTION, *_SELECTOR),
             ("FieldWindow",),
         ),
-        Operation("read_record", "read", (_GRANT, _RECORD, _CONNECTION), ("RecordView",)),
+        Operation(
+            "read_record",
+            "read",
+            (_GRANT, _RECORD, _CONNECTION, _optional("after_field", "string")),
+            ("RecordView",),
+        ),
         Operation(
             "describe_field",
             "read",

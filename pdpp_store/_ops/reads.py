@@ -65,6 +65,8 @@ from .writes import load_cursor_keys
 
 __all__ = [
     "PREVIEW_CHARS",
+    "RECORD_BUDGET_CHARS",
+    "RECORD_MAX_FIELDS",
     "ReadContext",
     "blob_info",
     "describe_field",
@@ -79,6 +81,14 @@ PREVIEW_CHARS = 1024
 values come back as a preview of this length plus the continuation of the window read that
 reads on. A preview is cut from the first chunk, so it is at most `CHUNK_CHARS`."""
 assert 1 <= PREVIEW_CHARS <= CHUNK_CHARS
+
+RECORD_MAX_FIELDS = 64
+"""A projection shows at most this many granted fields (in path order); a wider record says
+`has_more_fields` and continues with `read_record(..., after_field=<the last path shown>)`."""
+RECORD_BUDGET_CHARS = 16 * 1024
+"""The code points of field values one projection shows in all (whole values and previews, in
+path order). A text-like field that no longer fits is listed `unavailable`, with its metadata and
+the window read of its start: so a projection is bounded whatever the record's width."""
 
 _MAX_SQL_OFFSET = MAX_SQL_INT - MAX_LIMIT_CHARS
 """The largest window offset sent to SQL: `offset + limit` stays an integer every database's
@@ -360,10 +370,13 @@ def describe_field(
 # ---------------------------------------------------------------- records
 
 
-def _preview(ref: RecordRef, row: sql.PreviewRow) -> FieldPreview:
+def _preview(ref: RecordRef, row: sql.PreviewRow, budget: int) -> FieldPreview:
+    """One field as the projection shows it, with at most `budget` code points of its value."""
     info, item_count = row.info, row.item_count
     if not info.text_like:
         return FieldPreview(ref, info, "binary-only", item_count=item_count)
+    if min(info.size_chars, PREVIEW_CHARS) > budget:
+        return FieldPreview(ref, info, "unavailable", item_count=item_count)
     head = row.head or ""
     if info.size_chars <= PREVIEW_CHARS:
         value = head if info.kind is FieldKind.TEXT else json.loads(head)
@@ -374,15 +387,40 @@ def _preview(ref: RecordRef, row: sql.PreviewRow) -> FieldPreview:
 
 
 def read_record(
-    ctx: ReadContext, grant: Grant, record: RecordInput, *, connection_id: str | None = None
+    ctx: ReadContext,
+    grant: Grant,
+    record: RecordInput,
+    *,
+    connection_id: str | None = None,
+    after_field: str | None = None,
 ) -> Op[RecordView]:
     ref, stream_grant, _, _, _ = yield from _resolve(ctx, grant, record, connection_id, None)
-    rows = yield sql.record_preview(ref, stream_grant, PREVIEW_CHARS)
+    if after_field is not None:
+        after_field = validate_field_path(after_field, param="after_field")
+    rows = yield sql.record_preview(
+        ref,
+        stream_grant,
+        PREVIEW_CHARS,
+        after_field=after_field,
+        max_fields=RECORD_MAX_FIELDS + 1,  # one more than shown: whether there are more
+    )
     if not rows:
         raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
     version, found = sql.preview_rows(rows)
-    previews = tuple(_preview(ref, row) for row in found)
-    return RecordView(ref, version if stream_grant.fields is None else None, previews)
+    shown, more = found[:RECORD_MAX_FIELDS], len(found) > RECORD_MAX_FIELDS
+    previews = []
+    budget = RECORD_BUDGET_CHARS
+    for row in shown:
+        item = _preview(ref, row, budget)
+        budget -= item.shown_chars
+        previews.append(item)
+    return RecordView(
+        ref,
+        version if stream_grant.fields is None else None,
+        tuple(previews),
+        after_field=after_field,
+        next_after_field=shown[-1].info.path if more else None,
+    )
 
 
 # ---------------------------------------------------------------- blobs

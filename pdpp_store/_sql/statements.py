@@ -520,21 +520,41 @@ def _match_window(shape: GrantShape, long_needle: bool, caps: Capabilities) -> S
     )
 
 
-def record_preview(ref: RecordRef, grant: StreamGrant, preview_chars: int) -> Execute:
-    """The record's version and, per granted field, its metadata, item count and the first
-    `preview_chars` (at most `CHUNK_CHARS`) code points of text-like fields (decoded by
-    `preview_rows`). No row: the record is not visible."""
-    params = {**_record_params(ref), **grant_params(grant), "p_chars": preview_chars}
+def record_preview(
+    ref: RecordRef,
+    grant: StreamGrant,
+    preview_chars: int,
+    *,
+    after_field: str | None = None,
+    max_fields: int,
+) -> Execute:
+    """The record's version and, per granted field in path order (those after `after_field`, at
+    most `max_fields`), its metadata, item count and the first `preview_chars` (at most
+    `CHUNK_CHARS`) code points of text-like fields (decoded by `preview_rows`). No row: the
+    record is not visible; one row with no field: no granted field (after `after_field`)."""
+    params = {
+        **_record_params(ref),
+        **grant_params(grant),
+        "p_chars": preview_chars,
+        "p_limit": max_fields,
+    }
     if grant.fields is not None:
         params["p_fields"] = sorted(grant.fields)
-    return Execute(_record_preview(GrantShape.of(grant), grant.fields is not None), params)
+    if after_field is not None:
+        params["p_after"] = after_field
+    shape = GrantShape.of(grant)
+    return Execute(
+        _record_preview(shape, grant.fields is not None, after_field is not None), params
+    )
 
 
 @cache
-def _record_preview(shape: GrantShape, projected: bool) -> Select[Any]:
+def _record_preview(shape: GrantShape, projected: bool, paged: bool) -> Select[Any]:
     field_join = _same_record(fields, records)
     if projected:
         field_join = and_(field_join, fields.c.path.in_(bindparam("p_fields", expanding=True)))
+    if paged:
+        field_join = and_(field_join, fields.c.path > bindparam("p_after"))
     first_chunk = and_(
         _record_is(field_chunks),
         field_chunks.c.path == fields.c.path,
@@ -551,6 +571,7 @@ def _record_preview(shape: GrantShape, projected: bool) -> Select[Any]:
         .select_from(records.outerjoin(fields, field_join).outerjoin(field_chunks, first_chunk))
         .where(_record_is(), visible_records(shape))
         .order_by(fields.c.path)
+        .limit(bindparam("p_limit", type_=Integer))
     )
 
 

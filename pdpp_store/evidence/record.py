@@ -8,10 +8,16 @@ Rules:
 2. Every field not shown whole has a `content_ladder` entry: its `FieldInfo`, its
    `preview_status`, and for truncated text the `read` continuation, the `read_field_window` call
    (and its resource URI) that reads on from the end of the preview.
-3. `revision` identifies the granted content (a digest of the granted fields' paths, kinds and
+3. A projection is bounded whatever the record's width: it shows at most a page of granted
+   fields in path order (`has_more_fields` and the `next` continuation, a `read_record` call
+   with `after_field`, give the rest), and at most a budget of code points of their values; a
+   text-like field past the budget is `unavailable`, with its metadata and the `read` of its
+   first window (see `pdpp_store._ops.reads.RECORD_MAX_FIELDS`, `RECORD_BUDGET_CHARS`).
+4. `revision` identifies the granted content (a digest of the granted fields' paths, kinds and
    digests): it changes exactly when something the grant covers changes. The record's own
    `version` counts every change, so it is shown only under a grant of all fields; under a
-   narrower one it would tell that an ungranted field changed.
+   narrower one it would tell that an ungranted field changed. On a record wider than one page,
+   `revision` covers the fields of the page shown.
 """
 
 from __future__ import annotations
@@ -25,13 +31,13 @@ from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._core.window import DEFAULT_LIMIT_CHARS
 
-from ._schema import card, embedded
+from ._schema import card, embedded, nullable
 from .continuation import Continuation
 from .field import FieldInfo
 
 __all__ = ["FieldPreview", "RecordView"]
 
-PreviewStatus = Literal["complete", "truncated", "binary-only"]
+PreviewStatus = Literal["complete", "truncated", "binary-only", "unavailable"]
 
 
 def _preview_schema() -> dict[str, Any]:
@@ -40,7 +46,7 @@ def _preview_schema() -> dict[str, Any]:
         "FieldPreview",
         {
             **embedded(info)["properties"],
-            "preview_status": {"enum": ["complete", "truncated", "binary-only"]},
+            "preview_status": {"enum": ["complete", "truncated", "binary-only", "unavailable"]},
             "preview_chars": {"type": "integer", "minimum": 1},
             "item_count": {"type": "integer", "minimum": 0},
             "preview": {"type": "string"},
@@ -52,9 +58,12 @@ def _preview_schema() -> dict[str, Any]:
             {
                 "if": {"properties": {"preview_status": {"const": "truncated"}}},
                 "then": {"required": ["preview_chars", "read"]},
-                "else": {
-                    "not": {"anyOf": [{"required": ["preview_chars"]}, {"required": ["read"]}]}
-                },
+                "else": {"not": {"required": ["preview_chars"]}},
+            },
+            {
+                "if": {"properties": {"preview_status": {"enum": ["truncated", "unavailable"]}}},
+                "then": {"required": ["read"]},
+                "else": {"not": {"required": ["read"]}},
             },
         ],
     )
@@ -77,16 +86,25 @@ class FieldPreview:
     def __post_init__(self) -> None:
         if (self.status == "truncated") != (self.preview is not None):
             raise ValueError("a preview is given exactly when the value is truncated")
-        if self.status == "binary-only" and self.info.text_like:
-            raise ValueError("only a metadata-only field is binary-only")
+        if (self.status == "binary-only") == self.info.text_like:
+            raise ValueError("a field is binary-only exactly when it is metadata-only")
 
     @property
     def read(self) -> Continuation | None:
-        """How to read on from the end of the preview (truncated values only)."""
-        if self.preview is None:
+        """How to read on: from the end of the preview (truncated values), or from the start
+        (values past the projection's budget)."""
+        if self.status not in ("truncated", "unavailable"):
             return None
-        start = FieldWindowRef(self.record, self.info.path, len(self.preview), DEFAULT_LIMIT_CHARS)
+        offset = len(self.preview) if self.preview is not None else 0
+        start = FieldWindowRef(self.record, self.info.path, offset, DEFAULT_LIMIT_CHARS)
         return Continuation.read_window(start)
+
+    @property
+    def shown_chars(self) -> int:
+        """The code points of the value this preview shows (whole, or its preview)."""
+        if self.status == "complete":
+            return self.info.size_chars
+        return len(self.preview) if self.preview is not None else 0
 
     @property
     def shown_in_data(self) -> bool:
@@ -97,13 +115,14 @@ class FieldPreview:
 
     def to_dict(self) -> dict[str, Any]:
         out = {**self.info.to_dict(), "preview_status": self.status}
-        read = self.read
-        if self.preview is not None and read is not None:
+        if self.preview is not None:
             out["preview_chars"] = len(self.preview)
-            if self.item_count is not None:
-                out["item_count"] = self.item_count
             if self.info.kind is FieldKind.JSON:
                 out["preview"] = self.preview
+        if self.status in ("truncated", "unavailable") and self.item_count is not None:
+            out["item_count"] = self.item_count
+        read = self.read
+        if read is not None:
             out["read"] = read.to_dict()
         return out
 
@@ -115,6 +134,10 @@ class RecordView:
     ref: RecordRef
     version: int | None
     fields: tuple[FieldPreview, ...]
+    after_field: str | None = None
+    """The path this page of fields starts after (None: the first page)."""
+    next_after_field: str | None = None
+    """The path the next page starts after; None when this page holds the last field."""
 
     JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
         "RecordView",
@@ -132,6 +155,9 @@ class RecordView:
                 "type": "object",
                 "additionalProperties": embedded(FieldPreview.JSON_SCHEMA),
             },
+            "after_field": {"type": ["string", "null"]},
+            "has_more_fields": {"type": "boolean"},
+            "next": nullable(embedded(Continuation.JSON_SCHEMA)),
         },
         [
             "object",
@@ -143,8 +169,19 @@ class RecordView:
             "revision",
             "data",
             "content_ladder",
+            "after_field",
+            "has_more_fields",
+            "next",
         ],
     )
+
+    @property
+    def next(self) -> Continuation | None:
+        """The projection of the next page of fields, when the record is wider than this one."""
+        if self.next_after_field is None:
+            return None
+        arguments = {"record": self.ref.id, "after_field": self.next_after_field}
+        return Continuation("read_record", arguments)
 
     @property
     def revision(self) -> str:
@@ -171,4 +208,7 @@ class RecordView:
             **({"version": self.version} if self.version is not None else {}),
             "data": data,
             "content_ladder": ladder,
+            "after_field": self.after_field,
+            "has_more_fields": self.next_after_field is not None,
+            "next": None if (after := self.next) is None else after.to_dict(),
         }

@@ -148,6 +148,12 @@ class RecordPage:
         end = self.offset + self.shown
         return end if end < self.total else None
 
+    @property
+    def after_field(self) -> str | None:
+        """The path the card's page of fields starts after (a wide record's later page)."""
+        after: str | None = self.record.get("after_field")
+        return after
+
 
 def _field_line(path: str, record: Mapping[str, Any]) -> dict[str, Any]:
     """What a reader is told about one field of a record card."""
@@ -232,16 +238,18 @@ def page_record(
 
 
 def record_page_continuation(page: RecordPage) -> dict[str, Any] | None:
-    """The continuation that reads the next page of fields, if there is one."""
-    if page.next_offset is None:
-        return None
+    """The continuation that reads the next page of fields, if there is one: the rest of this
+    card's fields first (`fields_offset`, a rendering page), then the card's own `next` (the
+    library's next page of a wide record, `after_field`)."""
     record = page.record
+    if page.next_offset is None:
+        following: dict[str, Any] | None = record.get("next")
+        return following
     argument = record_argument(record["connection_id"], record["stream"], record["record_id"])
-    return {
-        "operation": "read_record",
-        "arguments": {"record": argument, "fields_offset": page.next_offset},
-        "resource_uri": None,
-    }
+    arguments: dict[str, Any] = {"record": argument, "fields_offset": page.next_offset}
+    if page.after_field is not None:
+        arguments["after_field"] = page.after_field
+    return {"operation": "read_record", "arguments": arguments, "resource_uri": None}
 
 
 def record_text(page: RecordPage, call: CallFormatter) -> str:

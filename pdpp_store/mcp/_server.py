@@ -110,7 +110,7 @@ async def read_record_field(
 
 
 async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
-    args = _arguments(raw, ("id", "connection_id", "fields_offset"))
+    args = _arguments(raw, ("id", "connection_id", "after_field", "fields_offset"))
     target = _string(args, "id")
     offset = args.get("fields_offset", 0)
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -121,7 +121,9 @@ async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> type
         window = await store.read_resource(grant, target)
         assert isinstance(window, FieldWindow)
         return render.window_result(window)
-    view = await store.read_record(grant, target, connection_id=args.get("connection_id"))
+    view = await store.read_record(
+        grant, target, connection_id=args.get("connection_id"), after_field=args.get("after_field")
+    )
     return render.record_result(view, offset)
 
 

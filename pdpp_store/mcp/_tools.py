@@ -149,10 +149,14 @@ FETCH_INPUT: dict[str, Any] = {
             "pdpp://field-window/ or pdpp://blob/ URI.",
         },
         "connection_id": {"type": "string"},
+        "after_field": {
+            "type": "string",
+            "description": "For a wide record: show the fields after this one (see 'next').",
+        },
         "fields_offset": {
             "type": "integer",
             "minimum": 0,
-            "description": "For a wide record: the first field to show (see 'next').",
+            "description": "For a long page: the first of its fields to show (see 'next').",
         },
     },
     "required": ["id"],

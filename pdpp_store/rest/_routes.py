@@ -95,6 +95,7 @@ WINDOW_PARAMS = Params(
 RECORD_PARAMS = Params(
     _CONNECTION,
     Param("fields", str, "Comma-separated field names: show only these of the granted fields."),
+    Param("after_field", str, "A wide record's next page: the fields after this path."),
 )
 SEARCH_PARAMS = Params(
     Param(
@@ -201,7 +202,11 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
         request: Request, grant: GrantDep, stream: Stream, record_id: RecordId
     ) -> Response:
         args = RECORD_PARAMS.parse(request)
-        view = await store.read_record(grant, _record(stream, record_id, args["connection_id"]))
+        view = await store.read_record(
+            grant,
+            _record(stream, record_id, args["connection_id"]),
+            after_field=args["after_field"],
+        )
         body = view.to_dict()
         if args["fields"] is not None:
             wanted = set(args["fields"].split(","))
