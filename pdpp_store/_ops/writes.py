@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -253,6 +254,7 @@ def upsert_records(
 ) -> Op[UpsertResult]:
     spec = yield from load_stream(connection_id, stream)
     result = UpsertResult()
+    changed: Counter[str] = Counter()  # rows written per record table since the last ANALYZE
     position = 0
     batches = _batched(items, batch_size)
     while True:
@@ -304,22 +306,30 @@ def upsert_records(
             rows = _chunk_rows(connection_id, stream, plan.new_fields)
             for group in _batched(rows, CHUNK_ROWS_PER_STATEMENT):
                 yield Execute(sql.insert_chunks(), group)
+                changed["field_chunks"] += len(group)
             for _, item in plan.new_fields:
                 if item.payload is not None and item.mime_type is not None:
                     yield from _store_blob(memoryview(item.payload), item.mime_type)
         yield COMMIT
-        yield from _keep_statistics_current()
+        changed["records"] += len(plan.new_records) + len(plan.changed_records)
+        changed["fields"] += len(plan.new_fields) + len(plan.dropped_fields)
+        if (yield from _keep_statistics_current(changed)):
+            changed.clear()
     return result
 
 
-def _keep_statistics_current() -> Op[None]:
-    """After a write, analyse the record tables whose statistics have fallen behind, so the next
+def _keep_statistics_current(changed: Counter[str]) -> Op[bool]:
+    """After a batch, analyse the record tables whose statistics have fallen behind, so the next
     batch's key lookups keep their index plans (see `sql.stale_tables`): ingestion stays linear
-    in the records present, whatever autovacuum does."""
-    stale = yield sql.stale_tables()
-    if stale:
-        yield sql.analyze(sql.stale_table_names(stale))
-        yield COMMIT
+    in the records present, whatever autovacuum does. `changed` counts the rows this call wrote
+    since it last analysed, which the database's own counts may not show yet (they reach the
+    shared statistics up to a second late). Returns whether it analysed."""
+    stale = yield sql.stale_tables(changed)
+    if not stale:
+        return False
+    yield sql.analyze(sql.stale_table_names(stale))
+    yield COMMIT
+    return True
 
 
 def delete_record(connection_id: str, stream: str, record_id: str) -> Op[None]:

@@ -21,6 +21,7 @@ Rules:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any
@@ -700,7 +701,7 @@ def blob_exists(blob_id: str) -> Execute:
 RECORD_TABLES = ("records", "fields", "field_chunks")
 
 
-def stale_tables() -> Execute:
+def stale_tables(pending: Mapping[str, int]) -> Execute:
     """The record tables whose planner statistics lag behind their contents (Postgres).
 
     Batch writes look records up by key; a planner without statistics takes the
@@ -709,8 +710,9 @@ def stale_tables() -> Execute:
     where it runs; where it is off (or has not come round yet) the store does the same itself,
     with autovacuum's own rule: analyse once the rows changed since the last analysis exceed
     50 + 10 % of the table. Where the planner needs no statistics for keyed lookups (SQLite,
-    `Capabilities.plans_by_statistics`): no rows. Decoded by `stale_table_names`."""
-    return Execute(_stale_tables)
+    `Capabilities.plans_by_statistics`): no rows. `pending` counts rows the caller wrote that the
+    database's counts may not show yet. Decoded by `stale_table_names`."""
+    return Execute(_stale_tables, {f"n_{name}": pending.get(name, 0) for name in RECORD_TABLES})
 
 
 @cache
@@ -722,7 +724,9 @@ def _stale_tables(caps: Capabilities) -> Executable:
         " FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid"
         " WHERE s.schemaname = current_schema()"
         " AND s.relname IN ('records', 'fields', 'field_chunks')"
-        " AND s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0)"
+        " AND s.n_mod_since_analyze + CASE s.relname WHEN 'records' THEN :n_records"
+        " WHEN 'fields' THEN :n_fields ELSE :n_field_chunks END"
+        " > 50 + 0.1 * greatest(c.reltuples, 0)"
     )
 
 
