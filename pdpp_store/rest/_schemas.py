@@ -4,12 +4,13 @@ Rules:
 1. Success bodies are described by the evidence cards' own JSON Schemas
    (`pdpp_store.evidence`), never by a second copy written here; the REST layer adds only what it
    adds to the wire (`url`, `links` of a field window).
-2. The error envelope is the one REST writes (`_errors`): §7 plus `request_id`. Every route lists
-   every status it can answer with, each with that envelope.
+2. The error envelope is the evidence's `Error` schema plus `request_id` (what `_errors` adds).
+   Every route lists every status it can answer with, each with that envelope.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pdpp_store import evidence
@@ -22,27 +23,22 @@ __all__ = [
     "json_response",
 ]
 
-ERROR_SCHEMA: dict[str, Any] = {
-    "title": "Error",
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["type", "code", "message", "request_id"],
-            "properties": {
-                "type": {"type": "string"},
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "param": {"type": "string"},
-                "request_id": {"type": "string"},
-            },
-            # `details` of an error (a stale cursor's current digest, a binary field's metadata)
-            "additionalProperties": True,
-        }
-    },
-    "additionalProperties": False,
-}
+
+def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
+    """A card's schema as part of the OpenAPI document (which names its own dialect)."""
+    return {key: value for key, value in schema.items() if key != "$schema"}
+
+
+def _error_schema() -> dict[str, Any]:
+    """The library's error envelope, plus what REST adds to it: `request_id`, always."""
+    schema = copy.deepcopy(_without_dialect(evidence.json_schemas()["Error"]))
+    body = schema["properties"]["error"]
+    body["properties"]["request_id"] = {"type": "string"}
+    body["required"] = [*body["required"], "request_id"]
+    return schema
+
+
+ERROR_SCHEMA: dict[str, Any] = _error_schema()
 
 _DESCRIPTIONS = {
     304: "Not modified: the client's copy (If-None-Match) is current.",
@@ -60,18 +56,8 @@ _DESCRIPTIONS = {
 
 
 def card_schema(name: str) -> dict[str, Any]:
-    """The published JSON Schema of the evidence card `name` (a class of `pdpp_store.evidence`)."""
-    schemas = getattr(evidence, "json_schemas", None)
-    if callable(schemas):
-        found = schemas().get(name)
-        if isinstance(found, dict):
-            return found
-    card = getattr(evidence, name, None)
-    schema = getattr(card, "JSON_SCHEMA", None)
-    if isinstance(schema, dict):
-        return schema
-    # The card has no published schema yet: say only what every card is.
-    return {"type": "object", "required": ["object"], "properties": {"object": {"type": "string"}}}
+    """The published JSON Schema of the evidence card `name` (`pdpp_store.evidence`)."""
+    return _without_dialect(evidence.json_schemas()[name])
 
 
 def field_window_schema() -> dict[str, Any]:
