@@ -451,10 +451,17 @@ def read_field_info(
 @read.command("resource")
 @click.argument("uri")
 @_grant_option
+@_format_option()
 @click.pass_context
-def read_resource(ctx: click.Context, uri: str, grant: IO[bytes] | None) -> None:
+def read_resource(ctx: click.Context, uri: str, grant: IO[bytes] | None, output: str) -> None:
     """The record or field window a pdpp://record/... or pdpp://field-window/... URI names."""
-    _echo_json(_open_store(ctx).read_resource(_resource_grant(grant, uri), uri).to_dict())
+    card = _open_store(ctx).read_resource(_resource_grant(grant, uri), uri).to_dict()
+    if output == "json":
+        _echo_json(card)
+    elif card["object"] == "field_window":
+        click.echo(evidence_text.window_text(card, as_tool_call))
+    else:
+        click.echo(evidence_text.record_text(evidence_text.page_record(card, 0), as_tool_call))
 
 
 @cli.command("search")
@@ -504,11 +511,16 @@ def grant_group() -> None:
 
 @grant_group.command("describe")
 @_required_grant_option
+@_format_option()
 @click.pass_context
-def grant_describe(ctx: click.Context, grant: IO[bytes]) -> None:
+def grant_describe(ctx: click.Context, grant: IO[bytes], output: str) -> None:
     """The granted streams and fields (from the manifests, never a record), and which are
     searchable."""
-    _echo_json(_open_store(ctx).describe_grant(_load_grant(grant)).to_dict())
+    card = _open_store(ctx).describe_grant(_load_grant(grant)).to_dict()
+    if output == "json":
+        _echo_json(card)
+        return
+    click.echo(evidence_text.schema_text(card))
 
 
 @cli.group()

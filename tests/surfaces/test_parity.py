@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from pdpp_store import Grant
+from pdpp_store import FieldWindowRef, Grant, RecordRef
 from pdpp_store.cli import cli
 from pdpp_store.mcp import http_app
 from pdpp_store.rest import create_app
@@ -205,3 +205,26 @@ async def test_cli_text_of_a_record_and_a_blob_is_mcp_content(db_url: str, tmp_p
         shown = CliRunner().invoke(cli, [*command, "--format", "text"], catch_exceptions=False)
         assert shown.exit_code == 0, shown.stderr
         assert shown.stdout.removesuffix("\n") == texts(fetched)
+
+
+async def test_cli_text_of_a_resource_and_a_grant_is_mcp_content(
+    db_url: str, tmp_path: Path
+) -> None:
+    grant_file = tmp_path / "grant.json"
+    grant_file.write_text(json.dumps(TOKEN_GRANTS[OWNER]), encoding="utf-8")
+    async with opened(db_url) as surfaces:
+        b1 = RecordRef(MAILBOX, "message_bodies", "b1")
+        uris = [FieldWindowRef(b1, "body_text", 10, 50).uri, b1.uri]
+        for uri in uris:
+            fetched = await surfaces.mcp.call_tool("fetch", {"id": uri})
+            assert not fetched.is_error, texts(fetched)
+            command = ["--db", db_url, "read", "resource", uri, "--grant", str(grant_file)]
+            shown = CliRunner().invoke(cli, [*command, "--format", "text"], catch_exceptions=False)
+            assert shown.exit_code == 0, shown.stderr
+            assert shown.stdout.removesuffix("\n") == texts(fetched)
+
+        schema = await surfaces.mcp.call_tool("schema", {})
+        command = ["--db", db_url, "grant", "describe", "--grant", str(grant_file)]
+        shown = CliRunner().invoke(cli, [*command, "--format", "text"], catch_exceptions=False)
+        assert shown.exit_code == 0, shown.stderr
+        assert shown.stdout.removesuffix("\n") == texts(schema)
