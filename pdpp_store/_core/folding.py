@@ -5,11 +5,21 @@ and Postgres's depends on the locale. Instead the store folds text in Python whe
 field's search chunks, folds the needle the same way, and the SQL only does an exact substring
 search on folded text. So the fold below is the whole definition of "case-insensitive".
 
-Definition ("pdpp-simple-fold-v1"), per code point `c`, independently of its neighbours:
+Definition ("pdpp-simple-fold-v2"), per code point `c`, independently of its neighbours:
 
-    f(c) = c.casefold()   if that is a single code point,
-           c.lower()      else, if that is a single code point,
-           c              otherwise.
+    f(c) = c.casefold()              if that is a single code point,
+           NFC(c.casefold())         else, if that is a single code point,
+           'i'                       else, if c is U+0130 (capital I with dot above),
+           c.lower()                 else, if that is a single code point,
+           c                         otherwise.
+
+The code points whose full case folding changes length (Unicode 15: 104 of them) were reviewed
+one by one (docs/read-path.md, "Case folding"): the ligatures, `ß`/`ẞ` and the Greek letters with
+a subscript iota fold to several letters and keep a one-code-point fold (`ẞ` -> `ß`); the
+letters whose folding is a base letter plus combining marks fold to their precomposed form,
+which makes U+1FD3/U+1FE3 fold like U+0390/U+03B0 (the simple case folding of Unicode 14+);
+U+0130, whose folding is `i` + U+0307 with no precomposed form, folds to `i`, so "istanbul"
+finds "İstanbul" (v1 left it unmatched).
 
 Rules:
 1. Length-preserving: one code point in, one code point out. So an offset of a match in folded
@@ -20,12 +30,14 @@ Rules:
    chunk was cut. So non-ASCII text is only ever folded code point by code point: capital,
    small and final sigma all fold to small sigma (U+03C3).
 3. Idempotent: `fold(fold(s)) == fold(s)` (checked over every code point by the tests).
-4. Examples: 'É' -> 'é', 'ẞ' -> 'ß' (as is 'ß'), 'K' (Kelvin) -> 'k', 'İ' -> 'İ' (its fold is
-   two code points, so it stays itself), lone surrogates map to themselves.
+4. Examples: 'É' -> 'é', 'ẞ' -> 'ß' (as is 'ß'), 'K' (Kelvin) -> 'k', 'İ' -> 'i',
+   'ΐ' (U+1FD3) -> 'ΐ' (U+0390), lone surrogates map to themselves.
 5. The fold is tied to the Unicode version of the running Python (`UNICODE_VERSION`). The store
    does not record it next to the folded chunks: chunks written under another Unicode version
    keep that version's fold (a code point new to the running version could then be missed by a
-   match). `FOLDING_NAME` and `UNICODE_VERSION` name the fold in reports and benchmarks.
+   match). `FOLDING_NAME` and `UNICODE_VERSION` name the fold in reports and benchmarks. A
+   change of the fold itself is a migration that re-folds the chunks it affects (0004: v1 to
+   v2).
 """
 
 from __future__ import annotations
@@ -38,7 +50,7 @@ from functools import cache
 
 __all__ = ["FOLDING_NAME", "UNICODE_VERSION", "fold", "fold_char"]
 
-FOLDING_NAME = "pdpp-simple-fold-v1"
+FOLDING_NAME = "pdpp-simple-fold-v2"
 UNICODE_VERSION: str = unicodedata.unidata_version
 
 _SURROGATES = range(0xD800, 0xE000)
@@ -61,6 +73,11 @@ def fold_char(char: str) -> str:
     folded = char.casefold()
     if len(folded) == 1:
         return folded
+    composed = unicodedata.normalize("NFC", folded)
+    if len(composed) == 1:
+        return composed
+    if char == "\u0130":
+        return "i"
     lowered = char.lower()
     if len(lowered) == 1:
         return lowered

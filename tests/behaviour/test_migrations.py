@@ -11,8 +11,9 @@ from _data import MAILBOX, body, setup_mailbox
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
+from sqlalchemy import text as sa_text
 
-from pdpp_store import Grant, Store
+from pdpp_store import Grant, NotFound, Store
 from pdpp_store._runtime import sync_url
 from pdpp_store._sql.tables import metadata
 
@@ -130,3 +131,44 @@ def test_dropping_the_chunk_count_keeps_data_and_its_downgrade_counts_the_chunks
             Grant.owner(MAILBOX, "message_bodies"), f"{MAILBOX}/message_bodies:e1", "body_text"
         )
         assert window.text == "x" * 2100
+
+
+def test_the_refold_migration_rewrites_chunks_folded_by_v1(db_url: str) -> None:
+    """Chunks stored under fold v1 (U+0130 kept as itself) are re-folded by 0004: afterwards
+    "istanbul" finds "İstanbul", also across a chunk boundary (the look-ahead before it)."""
+    from _data import owner, ref_id
+
+    from pdpp_store import fold
+    from pdpp_store._core.values import CHUNK_CHARS, LOOKAHEAD_CHARS
+
+    def v1(value: str) -> str:
+        return "".join(c if c == "\u0130" else fold(c) for c in value)
+
+    text = "İstanbul " + "." * (CHUNK_CHARS - 12) + "ok İstanbul"
+    chunks = [text[i : i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)]
+    with Store.open(db_url) as store:
+        setup_mailbox(store)
+        store.upsert_records(MAILBOX, "message_bodies", [body("ist", text)])
+        with store.engine.connect() as conn:  # what fold v1 had stored
+            for number, chunk in enumerate(chunks):
+                ahead = chunks[number + 1][:LOOKAHEAD_CHARS] if number + 1 < len(chunks) else ""
+                conn.execute(
+                    sa_text(
+                        "UPDATE field_chunks SET folded = :f, lookahead = :a"
+                        " WHERE record_id = 'ist' AND path = 'body_text' AND chunk_no = :n"
+                    ),
+                    {"f": v1(chunk), "a": v1(ahead) or None, "n": number},
+                )
+            conn.commit()
+        missed = store.read_field_window
+        try:
+            missed(owner(), ref_id("ist"), "body_text", q="istanbul")
+            raise AssertionError("the v1 state should not match")
+        except NotFound:
+            pass
+    _alembic(db_url, "downgrade", "0003")
+    with Store.open(db_url) as store:  # migrates to head again
+        first = store.read_field_window(owner(), ref_id("ist"), "body_text", q="istanbul")
+        assert first.match_start_chars == 0
+        across = store.read_field_window(owner(), ref_id("ist"), "body_text", q="ok istanbul")
+        assert across.match_start_chars == CHUNK_CHARS - 3

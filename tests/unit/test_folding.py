@@ -24,7 +24,7 @@ texts = st.text(
 
 
 def test_names() -> None:
-    assert FOLDING_NAME == "pdpp-simple-fold-v1"
+    assert FOLDING_NAME == "pdpp-simple-fold-v2"
     assert UNICODE_VERSION.count(".") == 2
 
 
@@ -70,9 +70,37 @@ def test_sigma_folds_without_context() -> None:
 
 
 def test_characters_whose_fold_is_longer_stay_one_code_point() -> None:
-    assert fold("İ") == "İ"
-    assert len(fold("İstanbul")) == len("İstanbul")
+    assert fold("İstanbul") == fold("ISTANBUL") == "istanbul"
     assert fold("ŉ") == "ŉ"
+    assert fold("\u1fd3") == fold("\u0390") == "\u0390"
+    assert fold("\u1fe3") == fold("\u03b0") == "\u03b0"
+    assert fold("ǰ") == "ǰ"
+    assert fold("ﬁ") == "ﬁ"
+
+
+def test_every_code_point_whose_full_fold_changes_length_is_reviewed() -> None:
+    """Each of them folds by exactly one rule of the definition: the precomposed form of its
+    folding, U+0130 to 'i', its one-code-point lowercase, or itself; none to a code point that
+    differs from both its lowercase and its folding's first letter."""
+    import unicodedata
+
+    reviewed = 0
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        if 0xD800 <= code <= 0xDFFF or len(char.casefold()) == 1:
+            continue
+        reviewed += 1
+        composed = unicodedata.normalize("NFC", char.casefold())
+        if len(composed) == 1:
+            expected = composed
+        elif code == 0x130:
+            expected = "i"
+        elif len(char.lower()) == 1:
+            expected = char.lower()
+        else:
+            expected = char
+        assert fold_char(char) == expected, hex(code)
+    assert reviewed >= 100
 
 
 def test_sharp_s_forms_fold_alike() -> None:

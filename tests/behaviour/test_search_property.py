@@ -1,0 +1,152 @@
+"""Search against a pure-Python oracle (§9), on both databases: drawn records, grants, queries,
+and page sizes.
+
+The oracle reads the contract alone: a record matches when every folded term occurs in the folded
+text of one of its searchable granted fields (the manifest's lexical fields the grant covers);
+hits come in key order; per matched field the excerpt is the first occurrence of the first term
+(in query order) found there. Every continuation is replayed and must show the same match.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from _data import manifest, on_one_store
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pdpp_store import Grant, Store, fold
+from pdpp_store._core.values import CHUNK_CHARS
+
+MS = "messages"
+LEXICAL = ("subject", "from_name", "from_email", "snippet")  # gmail's, in manifest order
+OTHER = ("thread_id", "labels_note")
+ALPHABET = "ab AB.\u0130i\u0131\u00df\u1e9e\u03a3\u03c3\u03c2\U0001f600\u00e9"
+"""Letters whose folds matter: dotted and dotless i, sharp s, the sigmas, an emoji, an accent."""
+_CONNECTIONS = itertools.count()
+
+
+def _texts() -> st.SearchStrategy[str]:
+    short = st.text(ALPHABET, max_size=30)
+
+    @st.composite
+    def long(draw: st.DrawFn) -> str:
+        # Long enough to cross chunk boundaries, with a drawn needle placed near one.
+        size = draw(st.integers(CHUNK_CHARS - 20, 2 * CHUNK_CHARS + 40))
+        filler = "." * size
+        needle = draw(st.text(ALPHABET, min_size=1, max_size=12))
+        at = draw(st.integers(0, size))
+        return filler[:at] + needle + filler[at:]
+
+    return st.one_of(short, short, long())
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    count = draw(st.integers(1, 7))
+    records = []
+    for number in range(count):
+        fields = {"id": f"r{number:02d}", "received_at": "2026-01-01T00:00:00Z"}
+        for name in LEXICAL + OTHER:
+            if draw(st.booleans()):
+                fields[name] = draw(_texts())
+        records.append(fields)
+    granted = draw(st.one_of(st.none(), st.sets(st.sampled_from(LEXICAL + OTHER))))
+    pool = [text for record in records for key, text in record.items() if key not in ("id",)]
+    terms = []
+    for _ in range(draw(st.integers(1, 3))):
+        from_pool: bool = draw(st.booleans())
+        if pool and from_pool:
+            source = draw(st.sampled_from(pool))
+            start = draw(st.integers(0, max(0, len(source) - 1)))
+            piece = source[start : start + draw(st.integers(1, 12))]
+        else:
+            piece = draw(st.text(ALPHABET, min_size=1, max_size=4))
+        terms.append(piece)
+    return {
+        "records": records,
+        "granted": granted,
+        "terms": terms,
+        "limit": draw(st.integers(1, 4)),
+    }
+
+
+def _query(terms: list[str]) -> tuple[str, list[str]]:
+    """`q` for the drawn pieces (a piece with space or quote-free whitespace is quoted), and the
+    terms the store will see, in order, without folded duplicates."""
+    parts: list[str] = []
+    seen: list[str] = []
+    for drawn in terms:
+        piece = drawn.replace('"', "")
+        if not piece.strip():
+            continue
+        parts.append(f'"{piece}"' if any(c.isspace() for c in piece) else piece)
+        if all(fold(piece) != fold(s) for s in seen):
+            seen.append(piece)
+    return " ".join(parts), seen
+
+
+def _oracle(
+    records: list[dict[str, Any]], granted: set[str] | None, terms: list[str]
+) -> list[tuple[str, list[tuple[str, str, int]]]]:
+    searchable = [p for p in LEXICAL if granted is None or p in granted]
+    hits = []
+    for record in sorted(records, key=lambda r: r["id"]):
+        texts = {p: fold(record[p]) for p in searchable if p in record}
+        if not all(any(fold(t) in text for text in texts.values()) for t in terms):
+            continue
+        excerpts = []
+        for path in searchable:
+            if path not in texts:
+                continue
+            for term in terms:
+                at = texts[path].find(fold(term))
+                if at >= 0:
+                    excerpts.append((path, term, at))
+                    break
+        hits.append((record["id"], excerpts))
+    return hits
+
+
+@on_one_store()
+@given(scenario=scenarios())
+def test_search_equals_the_oracle(each_database: Store, scenario: dict[str, Any]) -> None:
+    store = each_database
+    q, terms = _query(scenario["terms"])
+    if not terms:
+        return
+    connection = f"cin_prop{next(_CONNECTIONS)}"
+    store.add_connection(connection, manifest("gmail")["connector_id"])
+    store.upsert_records(connection, MS, scenario["records"])
+    granted = scenario["granted"]
+    stream: dict[str, Any] = {"name": MS, "instance_ids": [connection]}
+    if granted is not None:
+        stream["fields"] = sorted(granted | {"id"})
+    grant = Grant.from_dict({"grant_id": "g-prop", "streams": [stream]})
+
+    pages, cursor = [], None
+    while True:
+        page = store.search(grant, q, limit=scenario["limit"], cursor=cursor).to_dict()
+        pages.append(page)
+        assert len(page["data"]) <= scenario["limit"]
+        if not page["has_more"]:
+            break
+        cursor = page["next_cursor"]
+    hits = [hit for page in pages for hit in page["data"]]
+    expected = _oracle(scenario["records"], granted, terms)
+    assert [hit["record_key"] for hit in hits] == [record_id for record_id, _ in expected]
+    by_id = {record["id"]: record for record in scenario["records"]}
+    for hit, (record_id, excerpts) in zip(hits, expected, strict=True):
+        got = [
+            (e["field_path"], e["read"]["arguments"]["q"], e["match_start_chars"])
+            for e in hit["evidence_excerpts"]
+        ]
+        assert got == excerpts, record_id
+        for excerpt in hit["evidence_excerpts"]:
+            text = by_id[record_id][excerpt["field_path"]]
+            assert text[excerpt["start_chars"] : excerpt["end_chars"]] == excerpt["preview_text"]
+            args = dict(excerpt["read"]["arguments"])
+            window = store.read_field_window(grant, args.pop("record"), args.pop("field"), **args)
+            assert window.match_start_chars == excerpt["match_start_chars"]
+            assert window.field.digest == excerpt["digest"]

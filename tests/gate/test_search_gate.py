@@ -1,0 +1,259 @@
+"""P0 gate for search (§9): what a grant does not cover never makes, shapes or leaks a hit.
+
+The dataset puts a canary of its own (a unique token, mixed case) in every place a search grant
+excludes: a searchable field the grant does not cover (`from_name`), a granted field that is not
+declared searchable (`thread_id`) or not declared at all (`x_note`), a soft-deleted record, a
+record of a connection the grant does not cover, a record outside `resources`, and a record
+outside the time constraint. Each canary sits in at least two records, so a leak would show in
+`has_more` of a one-hit page even where the record is dropped later. Proofs, on every backend and
+front:
+
+1. A query for any canary (alone, or with a term that matches granted content) answers exactly
+   what a query matching nothing answers (the same page: hits, `has_more`, `next_cursor`).
+2. No cell the database returns during those searches, nor during a search whose hits also hold
+   canaries in ungranted fields, contains a canary (`BoundaryAudit`, returned cells only: the
+   query itself carries the canary as a parameter).
+3. The proofs bite: with the grant's field filter removed from the searched paths, the paths
+   removed from the search SQL, or the visibility condition removed, they fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from _data import MAILBOX, OTHER_MAILBOX, grant, manifest
+from _fronts import StoreFront
+from audit import BoundaryAudit
+
+from pdpp_store import Grant, Store
+from pdpp_store._core.folding import fold
+from pdpp_store._ops import search as search_ops
+from pdpp_store._sql import search as search_sql
+from pdpp_store._sql import statements as sql
+
+MS = "messages"
+CANARIES = {
+    "ungranted": "cAnARy0042xT",
+    "not_searchable": "cAnARy0077zQ",
+    "undeclared": "cAnARy0313wK",
+    "deleted": "cAnARy0555dL",
+    "other_connection": "cAnARy0616oC",
+    "outside_resources": "cAnARy0727rS",
+    "outside_time": "cAnARy0838tM",
+}
+NOTHING = "zzNoSuchTokenAnywherezz"
+SINCE = "2026-01-01T00:00:00Z"
+
+
+def _message(record_id: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": record_id,
+        "thread_id": f"t-{record_id}",
+        "subject": "Quarterly report",
+        "from_name": "Zoë",
+        "snippet": "the numbers are in",
+        "received_at": "2026-03-01T10:00:00Z",
+        **fields,
+    }
+
+
+def load(store: StoreFront) -> None:
+    gmail = manifest("gmail")
+    store.register_manifest(gmail)
+    for connection in (MAILBOX, OTHER_MAILBOX):
+        store.add_connection(connection, gmail["connector_id"])
+    c = CANARIES
+    records = []
+    for n in range(2):
+        records += [
+            _message(f"ungranted{n}", from_name=f"From {c['ungranted']} x"),
+            _message(f"notsearch{n}", thread_id=f"{c['not_searchable']}-{n}"),
+            _message(f"undeclared{n}", x_note=f"note {c['undeclared']}"),
+            _message(f"deleted{n}", subject=f"Gone {c['deleted']}"),
+            _message(f"outside{n}", subject=f"Hidden {c['outside_resources']}"),
+            _message(
+                f"old{n}", subject=f"Old {c['outside_time']}", received_at="2020-01-01T00:00:00Z"
+            ),
+        ]
+    store.upsert_records(MAILBOX, MS, records)
+    store.upsert_records(
+        OTHER_MAILBOX,
+        MS,
+        [_message(f"o{n}", subject=f"Elsewhere {c['other_connection']}") for n in range(2)],
+    )
+    for n in range(2):
+        store.delete_record(MAILBOX, MS, f"deleted{n}")
+
+
+def search_grant() -> Grant:
+    visible = [
+        f"{kind}{n}"
+        for kind in ("ungranted", "notsearch", "undeclared", "deleted", "old")
+        for n in range(2)
+    ]
+    return grant(
+        {
+            "name": MS,
+            "instance_ids": [MAILBOX],
+            "fields": ["id", "subject", "snippet", "thread_id", "x_note", "received_at"],
+            "resources": visible,
+            "time_constraint": {"field": "received_at", "since": SINCE},
+        },
+        grant_id="g-search-gate",
+    )
+
+
+GRANT = search_grant()
+
+
+def _answer(store: StoreFront, q: str, **args: Any) -> dict[str, Any]:
+    page: dict[str, Any] = store.search(GRANT, q, **args).to_dict()
+    return page
+
+
+def _leaked(audit: BoundaryAudit) -> list[str]:
+    """The canaries found in any cell the database returned (case-folded, like the audit)."""
+    cells = [
+        value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        for value in audit.values
+    ]
+    texts = [fold(cell) for cell in cells if isinstance(cell, str)]
+    return [name for name, canary in CANARIES.items() if any(fold(canary) in t for t in texts)]
+
+
+def check_search_gate(store: StoreFront) -> None:
+    """Proofs 1 and 2 (the function the bite tests run against broken variants)."""
+    engine = store.engine
+    for limit in (1, 10):
+        nothing = _answer(store, NOTHING, limit=limit)
+        assert nothing == {"object": "list", "data": [], "has_more": False, "next_cursor": None}
+        for name, canary in CANARIES.items():
+            for q in (canary, canary.upper(), f'"{canary}"', f"quarterly {canary}"):
+                with BoundaryAudit(engine) as audit:
+                    answer = _answer(store, q, limit=limit)
+                leaked = _leaked(audit)
+                assert not leaked, f"canaries leaked searching {q!r}: {leaked}"
+                reference = f"quarterly {NOTHING}" if q.startswith("quarterly") else NOTHING
+                assert answer == _answer(store, reference, limit=limit), (
+                    f"the answer to {q!r} depends on content the grant does not cover ({name})"
+                )
+    # Hits that hold canaries in fields the grant does not cover show none of them.
+    with BoundaryAudit(engine) as audit:
+        page = _answer(store, "quarterly numbers", limit=50)
+    assert _leaked(audit) == []
+    ids = [hit["record_key"] for hit in page["data"]]
+    assert ids == sorted(
+        f"{k}{n}" for k in ("notsearch", "undeclared", "ungranted") for n in range(2)
+    )
+    for hit in page["data"]:
+        assert {e["field_path"] for e in hit["evidence_excerpts"]} <= {"subject", "snippet"}
+
+
+def test_search_never_answers_from_what_the_grant_does_not_cover(store: StoreFront) -> None:
+    load(store)
+    check_search_gate(store)
+
+
+# ---------------------------------------------------------------- the proofs bite
+
+
+def _clear_caches() -> None:
+    for module in (sql, search_sql):
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear):
+                clear()
+
+
+@pytest.fixture
+def breakable(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    _clear_caches()
+    try:
+        yield monkeypatch
+    finally:
+        monkeypatch.undo()
+        _clear_caches()
+
+
+@pytest.fixture(params=["sqlite_store", pytest.param("pg_store", marks=pytest.mark.postgres)])
+def loaded(request: pytest.FixtureRequest) -> Store:
+    opened: Store = request.getfixturevalue(request.param)
+    load(opened)
+    check_search_gate(opened)  # the real library passes
+    return opened
+
+
+def _fails(store: Store) -> None:
+    with pytest.raises(AssertionError, match=r"depends on content|leaked|hits changed"):
+        check_search_gate(store)
+
+
+def test_searching_ungranted_fields_fails_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The grant's field filter removed where the searched paths are decided."""
+    real = search_ops._groups
+
+    def every_lexical_field(grant: Grant, names: list[str], catalogue: Any) -> Any:
+        return (
+            real(Grant.owner(MAILBOX, *names), names, catalogue)[0:1]
+            + real(Grant.owner(MAILBOX, *names), names, catalogue)[1:]
+        )
+
+    breakable.setattr(search_ops, "_groups", _keep_grants(real))
+    _fails(loaded)
+
+
+def _keep_grants(real: Callable[..., Any]) -> Callable[..., Any]:
+    """`_groups` whose paths ignore the grant's fields, but whose stream grants (visibility)
+    stay the real ones."""
+
+    def broken(grant: Grant, names: list[str], catalogue: Any) -> Any:
+        stream_grants, _ = real(grant, names, catalogue)
+        _, groups = real(
+            Grant.from_dict({"grant_id": "all", "streams": [{"name": n} for n in names]}),
+            names,
+            catalogue,
+        )
+        return stream_grants, groups
+
+    return broken
+
+
+def test_paths_removed_from_the_search_sql_fail_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The hit statement matches terms in any field of the record, not only the searched ones
+    (the evidence stays correct, so only the page's shape can tell)."""
+    from sqlalchemy import bindparam, exists
+
+    from pdpp_store._sql.dialects import strpos
+    from pdpp_store._sql.statements import _same_record
+    from pdpp_store._sql.tables import field_chunks, fields, records
+
+    def any_field(group: int, term: int, long_term: bool) -> Any:
+        haystack = search_sql._haystack(long_term, bindparam(f"t{term}_overlap"))
+        return exists().where(
+            _same_record(fields, records),
+            _same_record(field_chunks, fields),
+            field_chunks.c.path == fields.c.path,
+            strpos(haystack, bindparam(f"t{term}")) > 0,
+        )
+
+    breakable.setattr(search_sql, "_term_occurs", any_field)
+    _fails(loaded)
+
+
+def test_visibility_removed_from_the_search_sql_fails_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import true
+
+    def everything_visible(shape: Any, prefix: str = "g") -> Any:
+        return true()
+
+    breakable.setattr(search_sql, "visible_records", everything_visible)
+    breakable.setattr(sql, "visible_records", everything_visible)
+    _fails(loaded)
