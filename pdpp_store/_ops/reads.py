@@ -67,6 +67,7 @@ __all__ = [
     "PREVIEW_CHARS",
     "RECORD_BUDGET_CHARS",
     "RECORD_MAX_FIELDS",
+    "RECORD_PAGE_CHARS",
     "ReadContext",
     "blob_info",
     "describe_field",
@@ -89,6 +90,13 @@ RECORD_BUDGET_CHARS = 16 * 1024
 """The code points of field values one projection shows in all (whole values and previews, in
 path order). A text-like field that no longer fits is listed `unavailable`, with its metadata and
 the window read of its start: so a projection is bounded whatever the record's width."""
+RECORD_PAGE_CHARS = 32 * 1024
+"""What one page of a projection may cost in all: its values (within `RECORD_BUDGET_CHARS`) and,
+per field, what naming it costs (`FIELD_COST_CHARS` plus its path twice and the record's id,
+as a ladder entry and its continuation spell them). The page ends before the field that would
+pass it (always at least one field), so long paths cannot make a page unbounded either."""
+FIELD_COST_CHARS = 320
+
 
 _MAX_SQL_OFFSET = MAX_SQL_INT - MAX_LIMIT_CHARS
 """The largest window offset sent to SQL: `offset + limit` stays an integer every database's
@@ -407,19 +415,23 @@ def read_record(
     if not rows:
         raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
     version, found = sql.preview_rows(rows)
-    shown, more = found[:RECORD_MAX_FIELDS], len(found) > RECORD_MAX_FIELDS
-    previews = []
-    budget = RECORD_BUDGET_CHARS
-    for row in shown:
+    previews: list[FieldPreview] = []
+    budget, spent = RECORD_BUDGET_CHARS, 0
+    for row in found[:RECORD_MAX_FIELDS]:
         item = _preview(ref, row, budget)
-        budget -= item.shown_chars
+        cost = item.shown_chars + 2 * len(row.info.path) + len(ref.id) + FIELD_COST_CHARS
+        if previews and spent + cost > RECORD_PAGE_CHARS:
+            break
         previews.append(item)
+        budget -= item.shown_chars
+        spent += cost
+    more = len(found) > len(previews)
     return RecordView(
         ref,
         version if stream_grant.fields is None else None,
         tuple(previews),
         after_field=after_field,
-        next_after_field=shown[-1].info.path if more else None,
+        next_after_field=previews[-1].info.path if more and previews else None,
     )
 
 

@@ -180,7 +180,7 @@ class RecordView:
         """The projection of the next page of fields, when the record is wider than this one."""
         if self.next_after_field is None:
             return None
-        arguments = {"record": self.ref.id, "after_field": self.next_after_field}
+        arguments = {"record": self.ref.argument, "after_field": self.next_after_field}
         return Continuation("read_record", arguments)
 
     @property

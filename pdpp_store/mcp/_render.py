@@ -104,7 +104,7 @@ def window_structured(window: FieldWindow, q: str | None) -> dict[str, Any]:
         },
         "field": described,
         "window": {
-            "text": window.text,
+            "text": "" if field.json_type == "null" else window.text,  # null holds no text
             "start_chars": window.start_chars,
             "end_chars": window.end_chars,
             "limit_chars": window.limit_chars,

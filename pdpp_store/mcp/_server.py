@@ -94,7 +94,7 @@ async def read_record_field(
             if field is not None and field != named.field:
                 raise _invalid("field_path", "field_path names another field than the id's URI")
             record, field = named.record, named.field
-            selector = selector or dict(named.selector())
+            selector = _beside_uri(dict(named.selector()), selector)
     else:
         missing = [name for name in _IDENTITY if name not in args]
         if missing:
@@ -107,6 +107,18 @@ async def read_record_field(
         grant, record, field, connection_id=connection_id, **selector
     )
     return render.window_result(window, selector.get("q"))
+
+
+_POSITION = frozenset({"offset_chars", "cursor", "q"})
+
+
+def _beside_uri(named: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """The window a field-window URI names, changed by the selector arguments given beside it:
+    a position given (`offset_chars`, `cursor` or `q`) replaces the URI's, a `limit_chars` its
+    limit; whatever is left cannot go together and the library refuses it by name."""
+    if given.keys() & _POSITION:
+        named = {name: value for name, value in named.items() if name not in _POSITION}
+    return {**named, **given}
 
 
 async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:

@@ -17,7 +17,12 @@ from _fronts import StoreFront
 from audit import BoundaryAudit
 
 from pdpp_store import FieldWindow, Grant, StoreError
-from pdpp_store._ops.reads import PREVIEW_CHARS, RECORD_BUDGET_CHARS, RECORD_MAX_FIELDS
+from pdpp_store._ops.reads import (
+    PREVIEW_CHARS,
+    RECORD_BUDGET_CHARS,
+    RECORD_MAX_FIELDS,
+    RECORD_PAGE_CHARS,
+)
 
 BODIES = "message_bodies"
 
@@ -121,3 +126,15 @@ def test_after_the_last_field_the_page_is_empty_not_missing(store: StoreFront) -
     with pytest.raises(StoreError) as caught:
         store.read_record(owner(), ref_id("missing"), after_field="a")
     assert caught.value.code == "not_found"
+
+
+def test_long_paths_end_a_page_early_and_every_field_is_reached(store: StoreFront) -> None:
+    setup_mailbox(store)
+    record = body("w4", "x")
+    record.update({f"{n:03d}" + "p" * 900: "v" for n in range(RECORD_MAX_FIELDS)})
+    store.upsert_records("cin_mail", BODIES, [record])
+    found = pages(store, owner(), "w4")
+    assert len(found) > 1
+    for page in found:
+        assert len(json.dumps(page, ensure_ascii=False)) < 2 * RECORD_PAGE_CHARS
+    assert sorted(path for page in found for path in shown(page)) == sorted(record)

@@ -292,6 +292,16 @@ async def test_every_identity_form_reads_the_same_window(
             {"id": base.structured_content["resource"]["uri"], "field_path": "body_text"},
         )
         assert by_uri.structured_content["window"] == window
+        narrower = await client.call_tool(  # a limit beside the URI keeps the URI's position
+            "read_record_field",
+            {"id": base.structured_content["resource"]["uri"], "limit_chars": 10},
+        )
+        assert narrower.structured_content["window"]["text"] == LONG_TEXT[100:110]
+        moved = await client.call_tool(  # a position beside the URI replaces the URI's
+            "read_record_field",
+            {"id": base.structured_content["resource"]["uri"], "offset_chars": 7},
+        )
+        assert moved.structured_content["window"]["text"] == LONG_TEXT[7:57]
         other = await client.call_tool(
             "read_record_field",
             {"id": base.structured_content["resource"]["uri"], "field_path": "charset"},
@@ -384,6 +394,7 @@ async def test_json_null_is_never_the_text_null(loaded: tuple[str, dict[str, Any
         read = await client.call_tool("read_record_field", {"id": SMALL, "field_path": "body_html"})
         header, text = header_and_body(read)
         assert (header["type"], text) == ("null", "")
+        assert read.structured_content["window"]["text"] == ""  # structured-only agents too
         assert read.structured_content["field"]["mime_type"] == "application/json"
         uri = read.structured_content["resource"]["uri"]
         assert resource_text(await client.read_resource(uri)) == ""

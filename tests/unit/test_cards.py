@@ -138,6 +138,9 @@ def test_a_record_whose_id_would_not_parse_back_is_named_by_its_uri() -> None:
     assert record == awkward.uri
     assert parse_record_ref(record) == awkward
     assert REF.argument == REF.id
+    wide = RecordView(awkward, None, (), next_after_field="f063")  # a wide record's next page
+    assert wide.next is not None
+    assert parse_record_ref(wide.next.arguments["record"]) == awkward
 
 
 def test_window_continuations_follow_the_cursors() -> None:
