@@ -274,11 +274,17 @@ class Store(_StoreCore):
         *,
         connection_id: str | None = None,
         after_field: str | None = None,
+        fields: Sequence[str] | None = None,
     ) -> RecordView:
         return self._run(
             "read_record",
             _reads.read_record(
-                self._ctx, grant, record, connection_id=connection_id, after_field=after_field
+                self._ctx,
+                grant,
+                record,
+                connection_id=connection_id,
+                after_field=after_field,
+                fields=fields,
             ),
         )
 
@@ -417,11 +423,17 @@ class AsyncStore(_StoreCore):
         *,
         connection_id: str | None = None,
         after_field: str | None = None,
+        fields: Sequence[str] | None = None,
     ) -> RecordView:
         return await self._run(
             "read_record",
             _reads.read_record(
-                self._ctx, grant, record, connection_id=connection_id, after_field=after_field
+                self._ctx,
+                grant,
+                record,
+                connection_id=connection_id,
+                after_field=after_field,
+                fields=fields,
             ),
         )
 

@@ -400,6 +400,13 @@ def read_field_window(
     metavar="PATH",
     help="Show the fields after this path (a wide record's next page; see its `next`).",
 )
+@click.option(
+    "--field",
+    "fields",
+    multiple=True,
+    metavar="PATH",
+    help="Show only this granted field (repeat for more).",
+)
 @_grant_option
 @_format_option()
 @click.pass_context
@@ -410,6 +417,7 @@ def read_record(
     record: str,
     connection_id: str | None,
     after_field: str | None,
+    fields: tuple[str, ...],
     grant: IO[bytes] | None,
     output: str,
 ) -> None:
@@ -420,6 +428,7 @@ def read_record(
         record,
         connection_id=connection_id,
         after_field=after_field,
+        fields=list(fields) or None,
     )
     if output == "json":
         _echo_json(view.to_dict())

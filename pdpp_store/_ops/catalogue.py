@@ -111,7 +111,13 @@ CATALOGUE: dict[str, Operation] = {
         Operation(
             "read_record",
             "read",
-            (_GRANT, _RECORD, _CONNECTION, _optional("after_field", "string")),
+            (
+                _GRANT,
+                _RECORD,
+                _CONNECTION,
+                _optional("after_field", "string"),
+                _optional("fields", "strings"),
+            ),
             ("RecordView",),
         ),
         Operation(

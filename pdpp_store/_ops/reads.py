@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
@@ -401,15 +401,18 @@ def read_record(
     *,
     connection_id: str | None = None,
     after_field: str | None = None,
+    fields: Sequence[str] | None = None,
 ) -> Op[RecordView]:
     ref, stream_grant, _, _, _ = yield from _resolve(ctx, grant, record, connection_id, None)
     if after_field is not None:
         after_field = validate_field_path(after_field, param="after_field")
+    only = None if fields is None else _chosen_fields(fields, stream_grant, ref)
     rows = yield sql.record_preview(
         ref,
         stream_grant,
         PREVIEW_CHARS,
         after_field=after_field,
+        only=only,
         max_fields=RECORD_MAX_FIELDS + 1,  # one more than shown: whether there are more
     )
     if not rows:
@@ -432,7 +435,33 @@ def read_record(
         tuple(previews),
         after_field=after_field,
         next_after_field=previews[-1].info.path if more and previews else None,
+        only=only,
     )
+
+
+MAX_CHOSEN_FIELDS = 256
+
+
+def _chosen_fields(fields: object, grant: StreamGrant, ref: RecordRef) -> tuple[str, ...]:
+    """The fields a projection is narrowed to: field paths the grant covers (checked before any
+    record row is read, like every field read), at most `MAX_CHOSEN_FIELDS`."""
+    if isinstance(fields, str | bytes) or not isinstance(fields, Sequence):
+        raise BadRequest("invalid_request", "fields must be a list of field paths", param="fields")
+    if not 1 <= len(fields) <= MAX_CHOSEN_FIELDS:
+        raise BadRequest(
+            "invalid_request",
+            f"fields must name between 1 and {MAX_CHOSEN_FIELDS} fields",
+            param="fields",
+        )
+    chosen = tuple(sorted({validate_field_path(path, param="fields") for path in fields}))
+    for path in chosen:
+        if not grant.allows_field(path):
+            raise Forbidden(
+                "field_not_granted",
+                f"field {path!r} is not granted for stream {ref.stream!r}",
+                param="fields",
+            )
+    return chosen
 
 
 # ---------------------------------------------------------------- blobs

@@ -21,7 +21,7 @@ Rules:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any
@@ -527,6 +527,7 @@ def record_preview(
     preview_chars: int,
     *,
     after_field: str | None = None,
+    only: Sequence[str] | None = None,
     max_fields: int,
 ) -> Execute:
     """The record's version and, per granted field in path order (those after `after_field`, at
@@ -543,17 +544,22 @@ def record_preview(
         params["p_fields"] = sorted(grant.fields)
     if after_field is not None:
         params["p_after"] = after_field
+    if only is not None:
+        params["p_only"] = sorted(only)
     shape = GrantShape.of(grant)
     return Execute(
-        _record_preview(shape, grant.fields is not None, after_field is not None), params
+        _record_preview(shape, grant.fields is not None, after_field is not None, only is not None),
+        params,
     )
 
 
 @cache
-def _record_preview(shape: GrantShape, projected: bool, paged: bool) -> Select[Any]:
+def _record_preview(shape: GrantShape, projected: bool, paged: bool, chosen: bool) -> Select[Any]:
     field_join = _same_record(fields, records)
     if projected:
         field_join = and_(field_join, fields.c.path.in_(bindparam("p_fields", expanding=True)))
+    if chosen:
+        field_join = and_(field_join, fields.c.path.in_(bindparam("p_only", expanding=True)))
     if paged:
         field_join = and_(field_join, fields.c.path > bindparam("p_after"))
     first_chunk = and_(

@@ -138,6 +138,8 @@ class RecordView:
     """The path this page of fields starts after (None: the first page)."""
     next_after_field: str | None = None
     """The path the next page starts after; None when this page holds the last field."""
+    only: tuple[str, ...] | None = None
+    """The fields the projection was narrowed to (`fields`), kept by the next page."""
 
     JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
         "RecordView",
@@ -180,7 +182,12 @@ class RecordView:
         """The projection of the next page of fields, when the record is wider than this one."""
         if self.next_after_field is None:
             return None
-        arguments = {"record": self.ref.argument, "after_field": self.next_after_field}
+        arguments: dict[str, Any] = {
+            "record": self.ref.argument,
+            "after_field": self.next_after_field,
+        }
+        if self.only is not None:
+            arguments["fields"] = list(self.only)
         return Continuation("read_record", arguments)
 
     @property

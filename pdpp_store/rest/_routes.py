@@ -206,13 +206,9 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
             grant,
             _record(stream, record_id, args["connection_id"]),
             after_field=args["after_field"],
+            fields=None if args["fields"] is None else args["fields"].split(","),
         )
-        body = view.to_dict()
-        if args["fields"] is not None:
-            wanted = set(args["fields"].split(","))
-            for part in ("data", "content_ladder"):
-                body[part] = {k: v for k, v in body[part].items() if k in wanted}
-        return JSONResponse(body, headers={**PRIVATE, "ETag": etag(view.revision)})
+        return JSONResponse(view.to_dict(), headers={**PRIVATE, "ETag": etag(view.revision)})
 
     @router.get(
         "/search",

@@ -138,3 +138,27 @@ def test_long_paths_end_a_page_early_and_every_field_is_reached(store: StoreFron
     for page in found:
         assert len(json.dumps(page, ensure_ascii=False)) < 2 * RECORD_PAGE_CHARS
     assert sorted(path for page in found for path in shown(page)) == sorted(record)
+
+
+def test_fields_narrow_the_projection_under_the_grant(store: StoreFront) -> None:
+    setup_mailbox(store)
+    record = wide("w5", keys=3 * RECORD_MAX_FIELDS, chars=10)
+    store.upsert_records("cin_mail", BODIES, [record])
+    chosen = [f"k{n:05d}" for n in range(0, 3 * RECORD_MAX_FIELDS, 2)]  # more than one page
+    found = [store.read_record(owner(), ref_id("w5"), fields=chosen).to_dict()]
+    while found[-1]["next"] is not None:
+        assert found[-1]["next"]["arguments"]["fields"] == sorted(chosen)
+        found.append(store.read_record(owner(), **found[-1]["next"]["arguments"]).to_dict())
+    assert sorted(path for page in found for path in shown(page)) == sorted(chosen)
+    narrow = grant({"name": BODIES, "fields": ["id", "body_text"]})
+    only_id = store.read_record(narrow, ref_id("w5"), fields=["id"]).to_dict()
+    assert only_id["data"] == {"id": "w5"}
+    for bad, code in (
+        (["k00001"], "field_not_granted"),
+        ("id", "invalid_request"),
+        ([], "invalid_request"),
+        ([""], "invalid_field_path"),
+    ):
+        with pytest.raises(StoreError) as caught:
+            store.read_record(narrow, ref_id("w5"), fields=bad)
+        assert (caught.value.code, caught.value.param) == (code, "fields")
