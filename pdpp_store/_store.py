@@ -10,8 +10,13 @@ drift apart in behaviour, and a test holds both (and the CLI) to the catalogue.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import math
+import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Self, TypeVar
 
 from sqlalchemy import Engine, create_engine
@@ -19,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from typing_extensions import Unpack
 
 from ._core.cursor import CursorCodec, CursorKey, codec_for_stored_keys
-from ._core.errors import BadRequest
+from ._core.errors import BadRequest, StoreError
 from ._core.grants import Grant
 from ._core.identity import (
     RECORD_URI_PREFIX,
@@ -36,15 +41,20 @@ from ._ops import writes as _ingest
 from ._ops.catalogue import CATALOGUE
 from ._ops.reads import ReadContext
 from ._runtime import (
+    DEFAULT_BUSY_TIMEOUT_S,
+    WRITER_SLOTS,
     HeldReader,
     async_url,
+    busy,
+    check_busy_timeout,
+    engine_options,
     install_hooks,
-    migrate,
     opening,
     run_async,
     run_sync,
     sync_url,
 )
+from ._runtime import migrate as _migrate
 from ._sql.requests import COMMIT, Op
 from .evidence import (
     BlobInfo,
@@ -94,12 +104,50 @@ def _check_secrets(configured: object, previous: object) -> tuple[bytes, ...]:
     return secrets
 
 
-def _check_options(configured: object, previous: object, batch_size: object) -> tuple[bytes, ...]:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+_OPEN_RETRY_S = 0.05
+MAX_BATCH_SIZE = 10_000
+"""A batch's ids are bound one parameter each: well under what SQLite (32,766) and Postgres
+(65,535) accept."""
+
+
+def _check_options(
+    configured: object,
+    previous: object,
+    batch_size: object,
+    migrate: object = True,
+    busy_timeout_s: object = DEFAULT_BUSY_TIMEOUT_S,
+) -> tuple[bytes, ...]:
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, int)
+        or not 1 <= batch_size <= MAX_BATCH_SIZE
+    ):
         raise BadRequest(
-            "invalid_request", "batch_size must be an integer >= 1", param="batch_size"
+            "invalid_request",
+            f"batch_size must be an integer in 1..{MAX_BATCH_SIZE}",
+            param="batch_size",
         )
+    if not isinstance(migrate, bool):
+        raise BadRequest("invalid_request", "migrate must be True or False", param="migrate")
+    check_busy_timeout(busy_timeout_s)
     return _check_secrets(configured, previous)
+
+
+def _check_grace(older_than: object) -> timedelta:
+    """A grace period: a `timedelta` or a number of seconds, finite and >= 0."""
+    if isinstance(older_than, timedelta):
+        seconds = older_than.total_seconds()
+    elif isinstance(older_than, int | float) and not isinstance(older_than, bool):
+        seconds = float(older_than)
+    else:
+        seconds = math.nan
+    if not 0 <= seconds <= 100 * 365 * 86400:
+        raise BadRequest(
+            "invalid_request",
+            "older_than must be a timedelta (or seconds) between 0 and 100 years",
+            param="older_than",
+        )
+    return timedelta(seconds=seconds)
 
 
 def _codec_from(configured: tuple[bytes, ...], stored: list[tuple[int, bytes]]) -> CursorCodec:
@@ -118,14 +166,17 @@ class _StoreCore:
     # Each `_op_*` builds one operation around its generator in `_ops`.
 
     def _op_register_manifest(self, manifest: Mapping[str, Any]) -> Op[None]:
-        yield from _ingest.register_manifest(Manifest.from_dict(manifest))
+        parsed = manifest if isinstance(manifest, Manifest) else Manifest.from_dict(manifest)
+        yield from _ingest.register_manifest(parsed)
         yield COMMIT
         self._ctx.declared.clear()  # the new manifest may declare fewer streams
 
     def _op_upsert_records(
         self, connection_id: str, stream: str, records: Iterable[object]
     ) -> Op[UpsertResult]:
-        if isinstance(records, Mapping | str | bytes):
+        if isinstance(records, Mapping | str | bytes | bytearray) or not isinstance(
+            records, Iterable
+        ):
             raise BadRequest(
                 "invalid_request",
                 "records must be a list (or iterable) of records",
@@ -166,6 +217,21 @@ class _StoreCore:
         yield COMMIT
         self._ctx.codec = codec_for_stored_keys(stored)
 
+    def _op_retire_cursor_keys(self, older_than: object) -> Op[int]:
+        grace = _check_grace(older_than)
+        if not self._ctx.stored_keys:
+            raise BadRequest(
+                "invalid_request",
+                "this store's cursor secret is configured: retire a key by removing it from "
+                "previous_cursor_secrets",
+                param="cursor_secret",
+            )
+        retired = yield from _ingest.retire_cursor_keys(grace)
+        stored = yield from _ingest.load_cursor_keys(create=False)
+        yield COMMIT
+        self._ctx.codec = codec_for_stored_keys(stored)
+        return retired
+
     def _op_read_resource(self, grant: Grant, uri: str) -> Op[RecordView | FieldWindow]:
         if isinstance(uri, str) and uri.startswith(RECORD_URI_PREFIX):
             return (yield from _reads.read_record(self._ctx, grant, parse_record_uri(uri)))
@@ -192,10 +258,13 @@ class Store(_StoreCore):
         codec: CursorCodec,
         batch_size: int,
         stored_keys: bool = True,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> None:
         super().__init__(codec, batch_size, stored_keys)
         self.engine = engine
         self._reader = HeldReader(engine)
+        self._busy_timeout_s = busy_timeout_s
+        self._writers = threading.BoundedSemaphore(WRITER_SLOTS)
 
     @classmethod
     def open(
@@ -205,21 +274,56 @@ class Store(_StoreCore):
         cursor_secret: bytes | None = None,
         previous_cursor_secrets: Sequence[bytes] = (),
         batch_size: int = DEFAULT_BATCH_SIZE,
+        migrate: bool = True,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> Self:
-        secrets = _check_options(cursor_secret, previous_cursor_secrets, batch_size)
+        """Open the store at `url`; with `migrate=False` the database must already be at the
+        newest schema (see `pdpp-store migrate`), else `storage_unavailable`."""
+        secrets = _check_options(
+            cursor_secret, previous_cursor_secrets, batch_size, migrate, busy_timeout_s
+        )
         with opening(url):
-            engine = create_engine(sync_url(url), hide_parameters=True)
-            install_hooks(engine)
-            with engine.connect() as conn:
-                migrate(conn)
-                conn.commit()
-        stored = run_sync(engine, _ingest.load_cursor_keys(create=not secrets), write=True)
-        return cls(engine, _codec_from(secrets, stored), batch_size, stored_keys=not secrets)
+            plain_url = sync_url(url)
+            engine = create_engine(plain_url, **engine_options(plain_url, busy_timeout_s))
+        try:
+            install_hooks(engine, busy_timeout_s)
+            deadline = time.monotonic() + busy_timeout_s
+            while True:
+                try:
+                    with opening(url), engine.connect() as conn:
+                        _migrate(conn, upgrade=migrate)
+                        conn.commit()
+                    stored = run_sync(
+                        engine, _ingest.load_cursor_keys(create=not secrets), write=True
+                    )
+                    break
+                except StoreError as error:
+                    # Openers of one fresh SQLite file can meet a lock that SQLite reports at
+                    # once (switching to WAL): retried within the busy timeout.
+                    if error.code != "storage_busy" or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(_OPEN_RETRY_S)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(
+            engine,
+            _codec_from(secrets, stored),
+            batch_size,
+            stored_keys=not secrets,
+            busy_timeout_s=busy_timeout_s,
+        )
 
     def _run(self, name: str, op: Op[T]) -> T:
-        if CATALOGUE[name].writes:
+        if not CATALOGUE[name].writes:
+            return self._reader.run(op)
+        if not self._writers.acquire(timeout=self._busy_timeout_s):
+            op.close()
+            raise busy("every writer slot of this store is in use; retry the operation")
+        try:
             return run_sync(self.engine, op, write=True)
-        return self._reader.run(op)
+        finally:
+            self._writers.release()
 
     def close(self) -> None:
         self._reader.close()
@@ -250,6 +354,12 @@ class Store(_StoreCore):
 
     def rotate_cursor_key(self) -> None:
         return self._run("rotate_cursor_key", self._op_rotate_cursor_key())
+
+    def retire_cursor_keys(self, older_than: timedelta | float) -> int:
+        """Delete the stored cursor keys superseded more than `older_than` ago (a grace period
+        of the caller's choosing); cursors they signed become `invalid_cursor`. Returns how
+        many were retired. The active key is never retired."""
+        return self._run("retire_cursor_keys", self._op_retire_cursor_keys(older_than))
 
     def read_field_window(
         self,
@@ -339,9 +449,13 @@ class AsyncStore(_StoreCore):
         codec: CursorCodec,
         batch_size: int,
         stored_keys: bool = True,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> None:
         super().__init__(codec, batch_size, stored_keys)
         self.engine = engine
+        self._busy_timeout_s = busy_timeout_s
+        self._writers = asyncio.Semaphore(WRITER_SLOTS)
+        self._writes: set[asyncio.Future[Any]] = set()
 
     @classmethod
     async def open(
@@ -351,21 +465,78 @@ class AsyncStore(_StoreCore):
         cursor_secret: bytes | None = None,
         previous_cursor_secrets: Sequence[bytes] = (),
         batch_size: int = DEFAULT_BATCH_SIZE,
+        migrate: bool = True,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> Self:
-        secrets = _check_options(cursor_secret, previous_cursor_secrets, batch_size)
+        """As `Store.open`."""
+        secrets = _check_options(
+            cursor_secret, previous_cursor_secrets, batch_size, migrate, busy_timeout_s
+        )
         with opening(url):
-            engine = create_async_engine(async_url(url), hide_parameters=True)
-            install_hooks(engine.sync_engine)
-            async with engine.connect() as conn:
-                await conn.run_sync(migrate)
-                await conn.commit()
-        stored = await run_async(engine, _ingest.load_cursor_keys(create=not secrets), write=True)
-        return cls(engine, _codec_from(secrets, stored), batch_size, stored_keys=not secrets)
+            plain_url = async_url(url)
+            engine = create_async_engine(plain_url, **engine_options(plain_url, busy_timeout_s))
+        try:
+            install_hooks(engine.sync_engine, busy_timeout_s)
+            deadline = time.monotonic() + busy_timeout_s
+            while True:
+                try:
+                    with opening(url):
+                        async with engine.connect() as conn:
+                            await conn.run_sync(_migrate, upgrade=migrate)
+                            await conn.commit()
+                    stored = await run_async(
+                        engine, _ingest.load_cursor_keys(create=not secrets), write=True
+                    )
+                    break
+                except StoreError as error:  # as in `Store.open`
+                    if error.code != "storage_busy" or time.monotonic() >= deadline:
+                        raise
+                    await asyncio.sleep(_OPEN_RETRY_S)
+        except BaseException:
+            await engine.dispose()
+            raise
+        return cls(
+            engine,
+            _codec_from(secrets, stored),
+            batch_size,
+            stored_keys=not secrets,
+            busy_timeout_s=busy_timeout_s,
+        )
 
     async def _run(self, name: str, op: Op[T]) -> T:
-        return await run_async(self.engine, op, write=CATALOGUE[name].writes)
+        if not CATALOGUE[name].writes:
+            return await run_async(self.engine, op)
+        # A write runs to its end (commit or rollback) even if the caller is cancelled: the
+        # caller gets `CancelledError` at once, and the write finishes in the background, so a
+        # cancellation never leaves a transaction, a lock or a connection half-way (the next
+        # call waits for it like any concurrent write). `close()` waits for such writes.
+        task = asyncio.ensure_future(self._write(op))
+        self._writes.add(task)
+        task.add_done_callback(self._write_done)
+        return await asyncio.shield(task)
+
+    def _write_done(self, task: asyncio.Future[Any]) -> None:
+        self._writes.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: its caller may have gone, the outcome is in the db
+
+    async def _write(self, op: Op[T]) -> T:
+        try:
+            # Not `wait_for`: on Python 3.11 it can lose a slot that was acquired just as the
+            # caller was cancelled. `Semaphore.acquire` itself is cancellation-safe.
+            async with asyncio.timeout(self._busy_timeout_s):
+                await self._writers.acquire()
+        except TimeoutError:
+            op.close()
+            raise busy("every writer slot of this store is in use; retry the operation") from None
+        try:
+            return await run_async(self.engine, op, write=True)
+        finally:
+            self._writers.release()
 
     async def close(self) -> None:
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
         await self.engine.dispose()
 
     async def __aenter__(self) -> Self:
@@ -399,6 +570,10 @@ class AsyncStore(_StoreCore):
 
     async def rotate_cursor_key(self) -> None:
         return await self._run("rotate_cursor_key", self._op_rotate_cursor_key())
+
+    async def retire_cursor_keys(self, older_than: timedelta | float) -> int:
+        """As `Store.retire_cursor_keys`."""
+        return await self._run("retire_cursor_keys", self._op_retire_cursor_keys(older_than))
 
     async def read_field_window(
         self,

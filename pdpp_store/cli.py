@@ -5,6 +5,7 @@
     pdpp-store [--db URL] ingest CONNECTION STREAM FILE.jsonl Store.upsert_records
     pdpp-store [--db URL] delete CONNECTION STREAM RECORD_ID  Store.delete_record
     pdpp-store [--db URL] cursor-key rotate                   Store.rotate_cursor_key
+    pdpp-store [--db URL] cursor-key retire --older-than S    Store.retire_cursor_keys
     pdpp-store [--db URL] read field-window RECORD FIELD      Store.read_field_window
     pdpp-store [--db URL] read field-info RECORD FIELD        Store.describe_field
     pdpp-store [--db URL] read record RECORD                  Store.read_record
@@ -16,6 +17,7 @@
     pdpp-store [--db URL] grant describe --grant FILE         Store.describe_grant
     pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.rest.run
     pdpp-store [--db URL] mcp --grant FILE                    pdpp_store.mcp.serve_stdio
+    pdpp-store [--db URL] migrate                             Store.open(url, migrate=True)
     pdpp-store demo [--db URL | --dir DIR]                    demo.run_demo
 
 Rules:
@@ -87,6 +89,7 @@ OPERATIONS: dict[str, Shell] = {
     "delete_record": Shell(("delete",)),
     "put_blob": Shell(("blob", "put"), {"data": "file"}),
     "rotate_cursor_key": Shell(("cursor-key", "rotate")),
+    "retire_cursor_keys": Shell(("cursor-key", "retire")),
     "read_field_window": Shell(("read", "field-window")),
     "read_record": Shell(("read", "record")),
     "describe_field": Shell(("read", "field-info")),
@@ -347,6 +350,22 @@ def cursor_key() -> None:
 def cursor_key_rotate(ctx: click.Context) -> None:
     """Sign new cursors with a new key; cursors signed with the older keys stay valid."""
     _open_store(ctx).rotate_cursor_key()
+
+
+@cursor_key.command("retire")
+@click.option(
+    "--older-than",
+    "older_than",
+    type=float,
+    required=True,
+    metavar="SECONDS",
+    help="Retire keys superseded more than this long ago (the grace period).",
+)
+@click.pass_context
+def cursor_key_retire(ctx: click.Context, older_than: float) -> None:
+    """Delete cursor keys superseded more than SECONDS ago: the cursors they signed stop working."""
+    retired = _open_store(ctx).retire_cursor_keys(older_than)
+    _echo_json({"object": "cursor_keys", "retired": retired})
 
 
 @cli.group()
@@ -616,6 +635,17 @@ def serve(ctx: click.Context, tokens_path: Path, host: str, port: int) -> None:
             f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
         ) from None
     run(ctx.find_root().params["db"], tokens_path, host=host, port=port)
+
+
+@cli.command()
+@click.pass_context
+def migrate(ctx: click.Context) -> None:
+    """Bring the database to the newest schema (safe to run from several processes at once).
+
+    Servers can then open the store with `Store.open(url, migrate=False)`.
+    """
+    Store.open(ctx.find_root().params["db"], migrate=True).close()
+    _echo_json({"object": "migration", "status": "at_head"})
 
 
 @cli.command()

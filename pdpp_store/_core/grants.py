@@ -25,7 +25,7 @@ from typing import TypeGuard
 from .errors import BadRequest, Forbidden
 from .identity import is_unicode
 
-__all__ = ["Grant", "StreamGrant", "TimeConstraint", "normalize_instant"]
+__all__ = ["Grant", "StreamGrant", "TimeConstraint", "as_grant", "normalize_instant"]
 
 _USABLE_STATUSES = frozenset({"active", "approved", "granted"})
 _MAX_INSTANT_CHARS = 64
@@ -68,11 +68,45 @@ def _str_list(value: object, param: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _names(value: object, param: str) -> tuple[str, ...]:
+    """Any collection of names given to a constructor (a list, tuple, set or frozenset), checked;
+    a single string is refused rather than read as a list of characters."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(
+        value, list | tuple | set | frozenset
+    ):
+        raise _invalid(f"grant {param} must be a list of non-empty strings", param)
+    items = tuple(value)
+    if not all(_is_name(v) for v in items):
+        raise _invalid(f"grant {param} must be a list of non-empty strings", param)
+    return items
+
+
+def _instant(value: object, param: str) -> str | None:
+    """A bound given to a constructor: None, an ISO-8601 string or a `datetime`, normalised."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    instant = normalize_instant(value)
+    if instant is None:
+        raise _invalid(f"{param} must be an ISO-8601 date-time", param)
+    return instant
+
+
 @dataclass(frozen=True, slots=True)
 class TimeConstraint:
+    """`since` inclusive, `until` exclusive, both normalised to fixed-width UTC instants when
+    constructed (Rule 2), however the value is built."""
+
     field: str
     since: str | None = None
     until: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _is_name(self.field):
+            raise _invalid("time_constraint.field must be a non-empty string", "time_constraint")
+        object.__setattr__(self, "since", _instant(self.since, "time_constraint.since"))
+        object.__setattr__(self, "until", _instant(self.until, "time_constraint.until"))
 
     @classmethod
     def from_dict(cls, data: object, param: str) -> TimeConstraint:
@@ -92,12 +126,48 @@ class TimeConstraint:
 
 @dataclass(frozen=True, slots=True)
 class StreamGrant:
+    """One stream's terms. Constructed directly or by `from_dict`, it is checked and put in one
+    canonical form (tuples and frozensets of names), and `canonical` (what the grant's
+    fingerprint hashes) is derived from every term, so two stream grants that differ in any
+    term never share a fingerprint."""
+
     name: str
     instance_ids: tuple[str, ...] | None = None
     fields: frozenset[str] | None = None
     time_constraint: TimeConstraint | None = None
     resources: frozenset[str] | None = None
-    canonical: str = field(default="", compare=False, repr=False)
+    canonical: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not _is_name(self.name):
+            raise _invalid("a stream grant's name must be a non-empty string", "streams")
+        if self.instance_ids is not None:
+            object.__setattr__(self, "instance_ids", _names(self.instance_ids, "instance_ids"))
+        for key in ("fields", "resources"):
+            value = getattr(self, key)
+            if value is not None:
+                object.__setattr__(self, key, frozenset(_names(value, key)))
+        time_constraint = self.time_constraint
+        if isinstance(time_constraint, Mapping):
+            time_constraint = TimeConstraint.from_dict(time_constraint, "time_constraint")
+            object.__setattr__(self, "time_constraint", time_constraint)
+        elif time_constraint is not None and not isinstance(time_constraint, TimeConstraint):
+            raise _invalid("time_constraint must be a TimeConstraint", "time_constraint")
+        instance_ids, fields, resources = self.instance_ids, self.fields, self.resources
+        canonical = json.dumps(
+            {
+                "name": self.name,
+                "instance_ids": sorted(instance_ids) if instance_ids is not None else None,
+                "fields": sorted(fields) if fields is not None else None,
+                "resources": sorted(resources) if resources is not None else None,
+                "time_constraint": None
+                if time_constraint is None
+                else [time_constraint.field, time_constraint.since, time_constraint.until],
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        object.__setattr__(self, "canonical", canonical)
 
     @classmethod
     def from_dict(cls, data: object, param: str) -> StreamGrant:
@@ -120,26 +190,12 @@ class StreamGrant:
             if raw_time is None
             else TimeConstraint.from_dict(raw_time, f"{param}.time_constraint")
         )
-        canonical = json.dumps(
-            {
-                "name": name,
-                "instance_ids": sorted(instance_ids) if instance_ids is not None else None,
-                "fields": sorted(fields) if fields is not None else None,
-                "resources": sorted(resources) if resources is not None else None,
-                "time_constraint": None
-                if time_constraint is None
-                else [time_constraint.field, time_constraint.since, time_constraint.until],
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
         return cls(
             name=name,
             instance_ids=instance_ids,
             fields=None if fields is None else frozenset(fields),
             time_constraint=time_constraint,
             resources=None if resources is None else frozenset(resources),
-            canonical=canonical,
         )
 
     def covers_connection(self, connection_id: str) -> bool:
@@ -151,10 +207,41 @@ class StreamGrant:
 
 @dataclass(frozen=True, slots=True)
 class Grant:
+    """A grant. However it is built (`from_dict` or the constructor) it is checked when
+    constructed (Rule 1): `streams` becomes a tuple of `StreamGrant`s with distinct names,
+    `expires_at` an aware UTC `datetime` (an ISO-8601 string is accepted too)."""
+
     grant_id: str
     streams: tuple[StreamGrant, ...]
     expires_at: datetime | None = None
     status: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _is_name(self.grant_id):
+            raise _invalid("grant_id must be a non-empty string", "grant_id")
+        if isinstance(self.streams, str | bytes | Mapping) or not isinstance(
+            self.streams, list | tuple
+        ):
+            raise _invalid("grant streams must be a list of StreamGrant", "streams")
+        streams = tuple(self.streams)
+        if not all(isinstance(item, StreamGrant) for item in streams):
+            raise _invalid("grant streams must be a list of StreamGrant", "streams")
+        seen: set[str] = set()
+        for item in streams:
+            if item.name in seen:
+                raise _invalid(
+                    f"stream {item.name!r} appears more than once in the grant", "streams"
+                )
+            seen.add(item.name)
+        object.__setattr__(self, "streams", streams)
+        if self.status is not None and not (
+            isinstance(self.status, str) and is_unicode(self.status)
+        ):
+            raise _invalid("grant status must be a string", "status")
+        if self.expires_at is not None:
+            instant = _instant(self.expires_at, "expires_at")
+            assert instant is not None
+            object.__setattr__(self, "expires_at", datetime.fromisoformat(instant))
 
     @classmethod
     def from_dict(cls, data: object) -> Grant:
@@ -169,19 +256,12 @@ class Grant:
         streams = tuple(
             StreamGrant.from_dict(item, f"streams[{i}]") for i, item in enumerate(raw_streams)
         )
-        names = [s.name for s in streams]
-        for name in names:
-            if names.count(name) > 1:
-                raise _invalid(f"stream {name!r} appears more than once in the grant", "streams")
         status = data.get("status")
         if status is not None and not isinstance(status, str):
             raise _invalid("grant status must be a string", "status")
-        expires_at = None
-        if data.get("expires_at") is not None:
-            instant = normalize_instant(data["expires_at"])
-            if instant is None:
-                raise _invalid("expires_at must be an ISO-8601 date-time", "expires_at")
-            expires_at = datetime.fromisoformat(instant)
+        expires_at = data.get("expires_at")
+        if expires_at is not None and normalize_instant(expires_at) is None:
+            raise _invalid("expires_at must be an ISO-8601 date-time", "expires_at")
         return cls(grant_id, streams, expires_at, status)
 
     @classmethod
@@ -216,6 +296,18 @@ class Grant:
         )
 
     def fingerprint(self, stream: str) -> bytes:
-        """Binds cursors to this grant's identity and its terms for one stream."""
+        """Binds cursors to this grant's identity and every term of its stream grant (§4):
+        a grant narrowed in any term, however constructed, has another fingerprint. Expiry and
+        status are not bound: every read checks them anyway."""
         terms = self.stream(stream).canonical
         return hashlib.sha256(f"{self.grant_id}\x00{terms}".encode()).digest()[:16]
+
+
+def as_grant(value: object) -> Grant:
+    """The grant a store method was given: a `Grant`, or its JSON (a mapping, read with
+    `Grant.from_dict`); anything else is `invalid_grant`."""
+    if isinstance(value, Grant):
+        return value
+    if isinstance(value, Mapping):
+        return Grant.from_dict(value)
+    raise _invalid(f"grant must be a Grant or its JSON object, not {type(value).__name__}", "grant")

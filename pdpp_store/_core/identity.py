@@ -25,6 +25,10 @@ Rules:
    each reference has exactly one handle. Handles are names, never authority.
 5. Bad input is always a typed `StoreError` (`invalid_request`, `invalid_window`,
    `conflicting_connection_id`), never another exception.
+6. Names are bounded so that every key fits a Postgres B-tree entry (2,704 bytes) with room
+   to spare: connection ids and streams at most `MAX_NAME_BYTES` (256) bytes of UTF-8,
+   connector ids (URLs) 512, record ids and field paths 1,024 (`invalid_request`,
+   `invalid_field_path`). See docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -44,6 +48,10 @@ __all__ = [
     "BLOB_ID_PREFIX",
     "BLOB_URI_PREFIX",
     "FIELD_WINDOW_URI_PREFIX",
+    "MAX_CONNECTOR_ID_BYTES",
+    "MAX_FIELD_PATH_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_RECORD_ID_BYTES",
     "RECORD_URI_PREFIX",
     "FieldWindowRef",
     "RecordRef",
@@ -56,6 +64,7 @@ __all__ = [
     "parse_record_ref",
     "parse_record_uri",
     "record_handle",
+    "validate_connector_id",
     "validate_field_path",
     "validate_safe_name",
 ]
@@ -84,10 +93,27 @@ def blob_uri(blob_id: str) -> str:
     return BLOB_URI_PREFIX + blob_id
 
 
-def validate_safe_name(value: object, param: str) -> str:
-    """Return `value` if it is a safe name (rule 1), else raise `invalid_request` naming `param`."""
+MAX_NAME_BYTES = 256
+"""The longest connection id, connector id or stream name, in UTF-8 bytes (rule 6)."""
+MAX_CONNECTOR_ID_BYTES = 512
+"""The longest connector id (a URL, usually), in UTF-8 bytes (rule 6)."""
+MAX_RECORD_ID_BYTES = 1024
+"""The longest record id, in UTF-8 bytes (rule 6)."""
+MAX_FIELD_PATH_BYTES = 1024
+"""The longest field path, in UTF-8 bytes (rule 6)."""
+
+
+def validate_safe_name(value: object, param: str, max_bytes: int | None = None) -> str:
+    """Return `value` if it is a safe name (rule 1), else raise `invalid_request` naming `param`.
+    A record id may be `MAX_RECORD_ID_BYTES` long, any other name `MAX_NAME_BYTES` (rule 6)."""
     if not isinstance(value, str) or not value:
         raise BadRequest("invalid_request", f"{param} must be a non-empty string", param=param)
+    if max_bytes is None:
+        max_bytes = MAX_RECORD_ID_BYTES if param.endswith("record_id") else MAX_NAME_BYTES
+    if len(value) > max_bytes or _utf8_length(value) > max_bytes:
+        raise BadRequest(
+            "invalid_request", f"{param} must be at most {max_bytes} bytes of UTF-8", param=param
+        )
     if "/" in value or "\\" in value or "\x00" in value or value == "." or ".." in value:
         raise BadRequest(
             "invalid_request",
@@ -97,6 +123,29 @@ def validate_safe_name(value: object, param: str) -> str:
     if not is_unicode(value):
         raise BadRequest("invalid_request", f"{param} holds invalid Unicode", param=param)
     return value
+
+
+def validate_connector_id(value: object, param: str = "connector_id") -> str:
+    """A connector id: any non-empty string of valid Unicode without NUL, at most
+    `MAX_CONNECTOR_ID_BYTES` (it is a URL, so '/' is fine); else `invalid_request`."""
+    if (
+        not isinstance(value, str)
+        or not value
+        or "\x00" in value
+        or not is_unicode(value)
+        or _utf8_length(value) > MAX_CONNECTOR_ID_BYTES
+    ):
+        raise BadRequest(
+            "invalid_request",
+            f"{param} must be a non-empty string of valid Unicode without NUL, "
+            f"at most {MAX_CONNECTOR_ID_BYTES} bytes",
+            param=param,
+        )
+    return value
+
+
+def _utf8_length(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def is_unicode(text: str) -> bool:
@@ -114,6 +163,12 @@ def validate_field_path(value: object, param: str = "field") -> str:
         raise BadRequest(
             "invalid_field_path",
             f"{param} must be a non-empty string of valid Unicode without NUL",
+            param=param,
+        )
+    if _utf8_length(value) > MAX_FIELD_PATH_BYTES:
+        raise BadRequest(
+            "invalid_field_path",
+            f"{param} must be at most {MAX_FIELD_PATH_BYTES} bytes of UTF-8",
             param=param,
         )
     return value

@@ -12,6 +12,9 @@ Rules:
 4. `lexical_fields` keeps only names that are declared properties and text-like (a blob
    reference or base64 field cannot be searched as text); a malformed `query.search` is ignored
    like any unknown key (no search for that stream), never an error.
+5. `Manifest` and `StreamSpec` check themselves when constructed, however they are built: names
+   are safe names within the length limits of `identity`, key fields and the consent field are
+   field paths.
 """
 
 from __future__ import annotations
@@ -21,9 +24,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import BadRequest
+from .errors import BadRequest, StoreError
 from .fields import FieldKind
-from .identity import validate_safe_name
+from .identity import (
+    MAX_NAME_BYTES,
+    is_unicode,
+    validate_connector_id,
+    validate_field_path,
+    validate_safe_name,
+)
 
 __all__ = ["DeclaredField", "FieldHint", "Manifest", "StreamSpec"]
 
@@ -102,6 +111,30 @@ class StreamSpec:
     declared: Mapping[str, DeclaredField] = field(default_factory=dict)
     lexical_fields: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        try:
+            validate_safe_name(self.name, "stream", MAX_NAME_BYTES)
+        except StoreError as exc:
+            raise _invalid(exc.message, "streams") from None
+        key = self.primary_key
+        if isinstance(key, str | bytes) or not isinstance(key, tuple | list) or not key:
+            raise _invalid(
+                f"stream {self.name!r}: primary_key must be a non-empty list of field names",
+                "primary_key",
+            )
+        try:
+            for part in key:
+                validate_field_path(part, "primary_key")
+            if self.consent_time_field is not None:
+                validate_field_path(self.consent_time_field, "consent_time_field")
+        except StoreError as exc:
+            raise _invalid(f"stream {self.name!r}: {exc.message}", exc.param or "") from None
+        object.__setattr__(self, "primary_key", tuple(key))
+        if not isinstance(self.hints, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, FieldHint) for k, v in self.hints.items()
+        ):
+            raise _invalid(f"stream {self.name!r}: hints must map field names to hints", "hints")
+
     @classmethod
     def from_dict(cls, data: object, param: str) -> StreamSpec:
         if not isinstance(data, Mapping):
@@ -114,19 +147,28 @@ class StreamSpec:
         except BadRequest as exc:
             raise _invalid(exc.message, f"{param}.name") from None
         key = data.get("primary_key")
-        if (
-            not isinstance(key, list)
-            or not key
-            or not all(isinstance(k, str) and k and "\x00" not in k for k in key)
-        ):
+        if not isinstance(key, list) or not key:
             raise _invalid(
                 f"stream {name!r}: primary_key must be a non-empty list of field names",
                 f"{param}.primary_key",
             )
-        consent = data.get("consent_time_field")
-        if consent is not None and not isinstance(consent, str):
+        try:
+            for part in key:
+                validate_field_path(part, f"{param}.primary_key")
+        except StoreError:
             raise _invalid(
-                f"stream {name!r}: consent_time_field must be a string",
+                f"stream {name!r}: primary_key must be a non-empty list of field names",
+                f"{param}.primary_key",
+            ) from None
+        consent = data.get("consent_time_field")
+        if consent is not None and (
+            not isinstance(consent, str)
+            or not consent
+            or "\x00" in consent
+            or not is_unicode(consent)
+        ):
+            raise _invalid(
+                f"stream {name!r}: consent_time_field must be a field name",
                 f"{param}.consent_time_field",
             )
         schema = data.get("schema")
@@ -136,8 +178,10 @@ class StreamSpec:
         if isinstance(properties, Mapping):
             for field_name, field_schema in properties.items():
                 hint = _hint_for(field_schema)
+                if not isinstance(field_name, str) or not is_unicode(field_name):
+                    continue  # no record can hold such a key: nothing to declare
                 if hint is not None:
-                    hints[str(field_name)] = hint
+                    hints[field_name] = hint
                 declared[str(field_name)] = DeclaredField(
                     str(field_name), _json_type(field_schema), hint is None
                 )
@@ -153,6 +197,25 @@ class Manifest:
     streams: tuple[StreamSpec, ...]
     document: str
 
+    def __post_init__(self) -> None:
+        try:
+            validate_connector_id(self.connector_id)
+        except StoreError as exc:
+            raise _invalid(f"manifest {exc.message}", "connector_id") from None
+        streams = self.streams
+        if isinstance(streams, str | bytes) or not isinstance(streams, tuple | list) or not streams:
+            raise _invalid("manifest streams must be a non-empty list", "streams")
+        if not all(isinstance(item, StreamSpec) for item in streams):
+            raise _invalid("manifest streams must be StreamSpec values", "streams")
+        seen: set[str] = set()
+        for item in streams:
+            if item.name in seen:
+                raise _invalid(f"stream {item.name!r} is declared twice", "streams")
+            seen.add(item.name)
+        object.__setattr__(self, "streams", tuple(streams))
+        if not isinstance(self.document, str) or not is_unicode(self.document):
+            raise _invalid("manifest document must be JSON text", "manifest")
+
     @classmethod
     def from_dict(cls, data: object) -> Manifest:
         if not isinstance(data, Mapping):
@@ -160,6 +223,10 @@ class Manifest:
         connector_id = data.get("connector_id")
         if not isinstance(connector_id, str) or not connector_id or "\x00" in connector_id:
             raise _invalid("manifest connector_id must be a non-empty string", "connector_id")
+        try:
+            validate_connector_id(connector_id)
+        except StoreError as exc:
+            raise _invalid(f"manifest {exc.message}", "connector_id") from None
         raw_streams = data.get("streams")
         if not isinstance(raw_streams, list) or not raw_streams:
             raise _invalid("manifest streams must be a non-empty list", "streams")
@@ -174,6 +241,8 @@ class Manifest:
             document = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise _invalid(f"manifest is not JSON: {exc}", "manifest") from None
+        except RecursionError:
+            raise _invalid("manifest is nested too deeply", "manifest") from None
         return cls(connector_id, streams, document)
 
     @classmethod

@@ -30,7 +30,7 @@ from .errors import BadRequest
 from .fields import FieldKind
 from .folding import fold
 from .grants import normalize_instant
-from .identity import blob_id_for, is_blob_id, is_unicode, validate_safe_name
+from .identity import MAX_FIELD_PATH_BYTES, blob_id_for, is_blob_id, is_unicode, validate_safe_name
 from .manifest import StreamSpec
 
 __all__ = [
@@ -307,7 +307,13 @@ def encode_record(record: object, spec: StreamSpec, index: int) -> EncodedRecord
     if not isinstance(record, Mapping):
         raise _bad_record(label, f"must be a JSON object, not {type(record).__name__}")
     for path in record:
-        if not isinstance(path, str) or not path or "\x00" in path or not is_unicode(path):
+        if (
+            not isinstance(path, str)
+            or not path
+            or "\x00" in path
+            or not is_unicode(path)
+            or len(path.encode("utf-8")) > MAX_FIELD_PATH_BYTES
+        ):
             raise BadRequest(
                 "invalid_field_path",
                 f"record {label}: field name {path!r} is not valid",

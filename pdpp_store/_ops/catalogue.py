@@ -102,6 +102,7 @@ CATALOGUE: dict[str, Operation] = {
             ("BlobInfo",),
         ),
         Operation("rotate_cursor_key", "write", (), ()),
+        Operation("retire_cursor_keys", "write", (_required("older_than", "integer"),), ()),
         Operation(
             "read_field_window",
             "read",

@@ -14,6 +14,7 @@ hidden record is indistinguishable from a missing one. Each read returns an evid
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from pdpp_store._core.cursor import (
 from pdpp_store._core.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.folding import fold
-from pdpp_store._core.grants import Grant, StreamGrant
+from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import (
     RecordRef,
     UnscopedRecordRef,
@@ -77,6 +78,11 @@ __all__ = [
 ]
 
 DECLARED_TTL_S = 5.0
+KEYS_TTL_S = 60.0
+"""Stored cursor keys are reloaded by a cursor read at least this often: a key retired by
+another process stops opening cursors here within this time."""
+UNKNOWN_KEY_RELOAD_S = 5.0
+"""A cursor naming an unknown key id reloads the keys at most once per this interval."""
 PREVIEW_CHARS = 1024
 """Text (or JSON text) up to this many code points is returned whole by `read_record`; longer
 values come back as a preview of this length plus the continuation of the window read that
@@ -124,6 +130,26 @@ class ReadContext:
     )
     """Parsed manifests by connector id, with the registration time they were parsed at (a
     re-registration, by this store or another, is seen by that time changing)."""
+
+    keys_loaded_at: float = dataclass_field(default_factory=time.monotonic, compare=False)
+    unknown_key_reload_at: float = dataclass_field(default=-math.inf, compare=False)
+
+    def keys_due(self, claimed: int | None) -> bool:
+        """Whether a cursor read should reload the stored keys first: they are older than
+        `KEYS_TTL_S` (another process may have retired one), or the cursor names a key id this
+        store does not know (another process may have rotated), at most once per
+        `UNKNOWN_KEY_RELOAD_S`, so forged key ids cannot make every read reload. Marks the
+        reload as done when it answers yes."""
+        now = time.monotonic()
+        known = {key.key_id for key in (self.codec.active, *self.codec.previous)}
+        due = now - self.keys_loaded_at >= KEYS_TTL_S
+        if not due and claimed is not None and claimed not in known:
+            due = now - self.unknown_key_reload_at >= UNKNOWN_KEY_RELOAD_S
+            if due:
+                self.unknown_key_reload_at = now
+        if due:
+            self.keys_loaded_at = now
+        return due
 
 
 # ---------------------------------------------------------------- steps shared by every read
@@ -212,6 +238,7 @@ def _resolve(
     selector: Mapping[str, Any] | None = None,
 ) -> Op[tuple[RecordRef, StreamGrant, str, Any, tuple[dict[str, str], ...]]]:
     """Steps 1 to 6 for one record (and one field, when `path` is given)."""
+    grant = as_grant(grant)
     ref = parse_record_ref(record, connection_id=connection_id)
     covered = isinstance(ref, RecordRef) and any(
         s.name == ref.stream and s.covers_connection(ref.connection_id) for s in grant.streams
@@ -229,6 +256,13 @@ def _resolve(
             param="field",
         )
     return scoped, stream_grant, checked_path, chosen, warnings
+
+
+def _field_arg(field: object) -> str:
+    """A field argument as `_resolve` takes it: there `None` means "no field" (a record read),
+    so a `None` given for a field becomes the empty path, refused as `invalid_field_path` at the
+    step where the contract checks the path."""
+    return "" if field is None else field  # type: ignore[return-value]
 
 
 def _present(rows: Rows | None, ref: RecordRef, path: str) -> FieldInfo:
@@ -275,8 +309,9 @@ def read_field_window(
     connection_id: str | None = None,
     **selector: Any,
 ) -> Op[FieldWindow]:
+    grant = as_grant(grant)
     ref, stream_grant, path, chosen, warnings = yield from _resolve(
-        ctx, grant, record, connection_id, field, selector=selector
+        ctx, grant, record, connection_id, _field_arg(field), selector=selector
     )
     binding = cursor_binding(
         grant.fingerprint(ref.stream), ref.connection_id, ref.stream, ref.record_id, path
@@ -291,10 +326,8 @@ def read_field_window(
         prefix: str | None = None  # the window was cut from the text the match was found in
     else:
         if isinstance(chosen, CursorSelector):
-            claimed = key_id_of(chosen.cursor)
-            known = {key.key_id for key in (ctx.codec.active, *ctx.codec.previous)}
-            if ctx.stored_keys and claimed is not None and claimed not in known:
-                # Another process may have rotated the keys since this store opened.
+            if ctx.stored_keys and ctx.keys_due(key_id_of(chosen.cursor)):
+                # Another process may have rotated or retired keys since they were loaded.
                 ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
             state: CursorState = ctx.codec.open(chosen.cursor, binding)
             start, limit = state.offset_chars, chosen.limit_chars or state.limit_chars
@@ -371,7 +404,9 @@ def describe_field(
     *,
     connection_id: str | None = None,
 ) -> Op[FieldInfo]:
-    ref, stream_grant, path, _, _ = yield from _resolve(ctx, grant, record, connection_id, field)
+    ref, stream_grant, path, _, _ = yield from _resolve(
+        ctx, grant, record, connection_id, _field_arg(field)
+    )
     return _present((yield sql.field_meta(ref, path, stream_grant)), ref, path)
 
 
@@ -475,6 +510,7 @@ def blob_info(grant: Grant, blob_id: str) -> Op[BlobInfo]:
     """A blob's metadata, only through a visible record whose granted field references it: first
     the grant's reach (record tables), then the blob itself (blob tables), as two statements so
     the two can live on differently distributed tables (docs/scaling.md)."""
+    grant = as_grant(grant)
     if not is_blob_id(blob_id):
         raise _blob_not_found(blob_id)
     grant.ensure_usable()

@@ -23,7 +23,7 @@ from typing import Any
 
 from pdpp_store._core.cursor import codec_for_stored_keys, mint_page, open_page
 from pdpp_store._core.errors import BadRequest, NotFound
-from pdpp_store._core.grants import Grant, StreamGrant
+from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import FieldWindowRef, RecordRef, validate_safe_name
 from pdpp_store._core.manifest import Manifest
 from pdpp_store._core.query import (
@@ -150,6 +150,7 @@ def search(
         validate_safe_name(connection_id, "connection_id")
     if cursor is not None and (not isinstance(cursor, str) or not cursor):
         raise BadRequest("invalid_cursor", "cursor must be a non-empty string", param="cursor")
+    grant = as_grant(grant)
     grant.ensure_usable()
     names = _stream_names(grant, streams)
     conn = connection_id if isinstance(connection_id, str) else None
@@ -251,6 +252,7 @@ def _excerpt(ref: RecordRef, path: str, term: Term, rows: Rows) -> MatchExcerpt:
 
 def describe_grant(ctx: ReadContext, grant: Grant) -> Op[GrantSchema]:
     """The granted streams and fields, from the manifests of the covered connections."""
+    grant = as_grant(grant)
     grant.ensure_usable()
     names = sorted(s.name for s in grant.streams)
     catalogue = (yield from _catalogue(ctx, grant, names, None)) if names else []

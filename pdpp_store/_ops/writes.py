@@ -21,14 +21,19 @@ import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any, TypeVar
 
 from sqlalchemy import delete, func, insert, select, update
 
 from pdpp_store._core.errors import BadRequest, NotFound, StoreError
-from pdpp_store._core.identity import blob_id_for, is_unicode, validate_safe_name
+from pdpp_store._core.identity import (
+    blob_id_for,
+    is_unicode,
+    validate_connector_id,
+    validate_safe_name,
+)
 from pdpp_store._core.manifest import Manifest, StreamSpec
 from pdpp_store._core.values import EncodedField, EncodedRecord, encode_record
 from pdpp_store._sql import statements as sql
@@ -54,6 +59,8 @@ __all__ = [
     "load_stream",
     "put_blob",
     "register_manifest",
+    "retire_cursor_keys",
+    "rotate_cursor_key",
     "upsert_records",
 ]
 
@@ -99,6 +106,7 @@ def register_manifest(manifest: Manifest) -> Op[None]:
 
 def add_connection(connection_id: str, connector_id: str) -> Op[None]:
     validate_safe_name(connection_id, "connection_id")
+    validate_connector_id(connector_id)
     known = yield Execute(
         select(manifests.c.connector_id).where(manifests.c.connector_id == connector_id)
     )
@@ -125,6 +133,8 @@ def add_connection(connection_id: str, connector_id: str) -> Op[None]:
 
 def load_stream(connection_id: str, stream: str) -> Op[StreamSpec]:
     """The stream's spec for a connection: `connection_not_found` / `stream_not_declared`."""
+    validate_safe_name(connection_id, "connection_id")
+    validate_safe_name(stream, "stream")
     spec = sql.stream_spec_of(stream, (yield sql.stream_spec(connection_id, stream)) or [])
     if spec is None:
         if not (yield sql.connection_exists(connection_id)):
@@ -179,7 +189,9 @@ def _plan_batch(
 ) -> _BatchPlan:
     plan = _BatchPlan()
     now = _now()
-    for record_id, record in encoded.items():
+    # Rows are written in key order, so two batches touching the same records take their locks
+    # in the same order and cannot deadlock each other (Postgres locks a new key on insert).
+    for record_id, record in sorted(encoded.items()):
         digest = record.digest
         before = existing.get(record_id)
         if before is None:
@@ -273,7 +285,7 @@ def upsert_records(
         except Exception as exc:  # the caller's iterable failed: say what is already stored
             exc.add_note(f"pdpp_store: records committed before this: {result.to_dict()}")
             raise
-        ids = list(encoded)
+        ids = sorted(encoded)
         existing = sql.stored_records(
             (yield sql.existing_records(connection_id, stream, ids)) or []
         )
@@ -372,14 +384,16 @@ def put_blob(data: bytes, mime_type: str) -> Op[BlobInfo]:
 
 
 def _store_blob(view: memoryview, mime_type: str) -> Op[BlobInfo]:
-    """Content-addressed: bytes already stored are not written again (their MIME type stays)."""
+    """Content-addressed: bytes already stored are not written again (their MIME type stays).
+    Rows are inserted with `ON CONFLICT DO NOTHING`, so concurrent writers of the same bytes all
+    succeed (each waits for the first to commit, then skips), and all answer the stored row."""
     sha = hashlib.sha256(view).hexdigest()
     blob_id = blob_id_for(sha)
     found = sql.blob_info((yield sql.blob_exists(blob_id)) or [])
     if found is not None:
         return found
     yield Execute(
-        insert(blobs),
+        sql.insert_ignoring(blobs),
         {
             "blob_id": blob_id,
             "sha256": sha,
@@ -391,7 +405,7 @@ def _store_blob(view: memoryview, mime_type: str) -> Op[BlobInfo]:
     offsets = range(0, len(view), BLOB_CHUNK_BYTES)
     for group in _batched(offsets, 16):
         yield Execute(
-            insert(blob_chunks),
+            sql.insert_ignoring(blob_chunks),
             [
                 {
                     "blob_id": blob_id,
@@ -401,20 +415,23 @@ def _store_blob(view: memoryview, mime_type: str) -> Op[BlobInfo]:
                 for start in group
             ],
         )
-    return BlobInfo(blob_id, sha, mime_type, len(view))
+    stored = sql.blob_info((yield sql.blob_exists(blob_id)) or [])
+    return stored if stored is not None else BlobInfo(blob_id, sha, mime_type, len(view))
 
 
 # ---------------------------------------------------------------- cursor keys
 
 
 def load_cursor_keys(create: bool) -> Op[list[tuple[int, bytes]]]:
-    """Stored cursor keys, newest first; with `create`, make the first one if there is none."""
+    """Stored cursor keys, newest first; with `create`, make the first one if there is none
+    (stores opening one fresh database at once all end up with the same first key)."""
     query = select(cursor_keys.c.key_id, cursor_keys.c.secret).order_by(cursor_keys.c.key_id.desc())
     rows = (yield Execute(query)) or []
     if rows or not create:
         return [(int(row["key_id"]), bytes(row["secret"])) for row in rows]
     yield Execute(
-        insert(cursor_keys), {"key_id": 1, "secret": secrets.token_bytes(32), "created_at": _now()}
+        sql.insert_ignoring(cursor_keys),
+        {"key_id": 1, "secret": secrets.token_bytes(32), "created_at": _now()},
     )
     return (yield from load_cursor_keys(create=False))
 
@@ -429,3 +446,29 @@ def rotate_cursor_key() -> Op[int]:
         {"key_id": newest + 1, "secret": secrets.token_bytes(32), "created_at": _now()},
     )
     return newest + 1
+
+
+def retire_cursor_keys(grace: timedelta) -> Op[int]:
+    """Delete the keys superseded (by the next newer key's creation) more than `grace` ago.
+    The newest key, which signs, is never retired. Returns how many were deleted."""
+    rows = (
+        yield Execute(
+            select(cursor_keys.c.key_id, cursor_keys.c.created_at).order_by(
+                cursor_keys.c.key_id.desc()
+            )
+        )
+    ) or []
+    cutoff = _now() - grace
+    retired = [
+        int(older["key_id"])
+        for older, newer in zip(rows[1:], rows, strict=False)
+        if _aware(newer["created_at"]) <= cutoff  # superseded when the newer key was made
+    ]
+    if retired:
+        yield Execute(delete(cursor_keys).where(cursor_keys.c.key_id.in_(retired)))
+    return len(retired)
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite gives back naive datetimes (stored as UTC): make them comparable."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

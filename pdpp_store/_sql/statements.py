@@ -49,7 +49,15 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.base import Executable
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import GenericFunction
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.grants import StreamGrant
@@ -60,7 +68,7 @@ from pdpp_store._core.window import MAX_LIMIT_CHARS
 from pdpp_store.evidence import BlobInfo, FieldInfo
 
 from .dialects import Capabilities, greatest, least, strpos
-from .requests import Execute, Row, Rows
+from .requests import Builder, Execute, Row, Rows
 from .tables import (
     BLOB_CHUNK_BYTES,
     blob_chunks,
@@ -71,6 +79,47 @@ from .tables import (
     records,
     streams,
 )
+
+
+class IdList(TypeDecorator[list[str]]):
+    """A list of names bound as one parameter, whatever its length: a text array on Postgres, a
+    JSON array on SQLite. (An expanding IN list binds one parameter per name, and a grant's
+    `resources` may name more than a database accepts: 65,535 on Postgres, 32,766 on SQLite.)"""
+
+    impl = Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(ARRAY(Text()))
+        return dialect.type_descriptor(Text())
+
+    def process_bind_param(self, value: list[str] | None, dialect: Dialect) -> Any:
+        if value is None or dialect.name == "postgresql":
+            return value
+        return json.dumps(value)
+
+
+class id_set(GenericFunction[str]):
+    """The names of an `IdList` parameter as a one-column subquery, for `column IN (...)`."""
+
+    type = Text()
+    inherit_cache = True
+
+
+@compiles(id_set, "sqlite")
+def _id_set_sqlite(element: id_set, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"(SELECT value FROM json_each({compiler.process(element.clauses, **kw)}))"
+
+
+@compiles(id_set, "postgresql")
+def _id_set_postgresql(element: id_set, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"(SELECT unnest({compiler.process(element.clauses, **kw)}))"
+
+
+def in_ids(column: ColumnElement[str], name: str) -> ColumnElement[bool]:
+    """`column` is one of the names bound to parameter `name` (an `IdList`: one parameter)."""
+    return column.op("IN")(id_set(bindparam(name, type_=IdList())))
 
 
 def _kind_in(text_like: bool) -> ColumnElement[bool]:
@@ -201,11 +250,9 @@ def visible_records(shape: GrantShape, prefix: str = "g") -> ColumnElement[bool]
         records.c.deleted == False,  # noqa: E712 - SQL comparison
     ]
     if shape.instances:
-        conditions.append(
-            records.c.connection_id.in_(bindparam(f"{prefix}_instances", expanding=True))
-        )
+        conditions.append(in_ids(records.c.connection_id, f"{prefix}_instances"))
     if shape.resources:
-        conditions.append(records.c.record_id.in_(bindparam(f"{prefix}_resources", expanding=True)))
+        conditions.append(in_ids(records.c.record_id, f"{prefix}_resources"))
     if shape.time_field:
         timed = fields.alias(f"{prefix}_timed")
         bounds: list[ColumnElement[bool]] = [
@@ -557,7 +604,7 @@ def record_preview(
 def _record_preview(shape: GrantShape, projected: bool, paged: bool, chosen: bool) -> Select[Any]:
     field_join = _same_record(fields, records)
     if projected:
-        field_join = and_(field_join, fields.c.path.in_(bindparam("p_fields", expanding=True)))
+        field_join = and_(field_join, in_ids(fields.c.path, "p_fields"))
     if chosen:
         field_join = and_(field_join, fields.c.path.in_(bindparam("p_only", expanding=True)))
     if paged:
@@ -626,9 +673,7 @@ def _blob_referenced(shapes: tuple[tuple[GrantShape, bool], ...]) -> Select[Any]
         exists().where(
             fields.c.blob_id == bindparam("b_id"),
             _kind_in(text_like=False),
-            fields.c.path.in_(bindparam(f"g{number}_fields", expanding=True))
-            if projected
-            else true(),
+            in_ids(fields.c.path, f"g{number}_fields") if projected else true(),
             _same_record(records, fields),
             visible_records(shape, f"g{number}"),
         )
@@ -793,6 +838,19 @@ def stored_fields(rows: Rows) -> dict[str, dict[str, tuple[str, str]]]:
     for row in rows:
         found.setdefault(row["record_id"], {})[row["path"]] = (row["kind"], row["digest"])
     return found
+
+
+def insert_ignoring(table: Any) -> Builder:
+    """An INSERT that skips rows whose key is already there (`ON CONFLICT DO NOTHING`): for
+    content-addressed rows, which concurrent writers may all insert with identical content."""
+    return partial(_insert_ignoring, table)
+
+
+@cache
+def _insert_ignoring(table: Any, caps: Capabilities) -> Executable:
+    if caps.name == "postgresql":
+        return postgresql_insert(table).on_conflict_do_nothing()
+    return sqlite_insert(table).on_conflict_do_nothing()
 
 
 def insert_records() -> Insert:

@@ -449,9 +449,14 @@ def test_db_comes_from_the_environment(url: str) -> None:
 
 
 def test_a_store_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a SQLite database, not even its header" * 100)
     cases = {
         "not a url": "invalid_request",
-        f"sqlite:///{tmp_path}/no/dir/x.db": "storage_unavailable",
+        # A file in a directory that does not exist: the caller's URL is wrong (a 400).
+        f"sqlite:///{tmp_path}/no/dir/x.db": "invalid_request",
+        # A file that is there but is no database: the storage is at fault (a 503).
+        f"sqlite:///{garbage}": "storage_unavailable",
     }
     for bad, code in cases.items():
         result = run(bad, "read", "record", REF)
