@@ -186,6 +186,8 @@ def _drive_sync(conn: Connection, op: Op[T], *, commit: bool = True) -> T:
             if isinstance(request, Commit):
                 conn.commit()
                 reply = None
+            elif not request.runs_on(dialect):
+                reply = None
             else:
                 reply = _reply(conn.execute(request.statement_for(dialect), request.params))
             request = op.send(reply)
@@ -299,6 +301,8 @@ async def _drive_async(conn: AsyncConnection, op: Op[T], dialect: Capabilities) 
     while True:
         if isinstance(request, Commit):
             await conn.commit()
+            reply = None
+        elif not request.runs_on(dialect):
             reply = None
         else:
             reply = _reply(await conn.execute(request.statement_for(dialect), request.params))

@@ -34,14 +34,21 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 __all__ = [
     "BLOB_TABLES",
     "REFERENCE_TABLES",
+    "SQLITE_ONLY_RECORD_TABLES",
     "StatementRecorder",
     "schema_violations",
+    "sqlite_only_violations",
     "statement_violations",
 ]
 
 REFERENCE_TABLES = frozenset({"manifests", "streams", "connections", "cursor_keys"})
 BLOB_TABLES = frozenset({"blobs", "blob_chunks"})
 NOT_DISTRIBUTED = frozenset({"alembic_version"})
+SQLITE_ONLY_RECORD_TABLES = frozenset({"search_fields"})
+"""Record tables that exist only in SQLite (the search index's side table, migration 0005;
+Postgres's index is a GIN index on `field_chunks`), so Citus never sees them. They still lead
+their unique key with `connection_id` (tables.py Rule 1); `search_fields`' integer primary key
+exists only to name chunks in the FTS5 rowid. Checked by `sqlite_only_violations`."""
 
 RECORD_COLUMN = "connection_id"
 BLOB_COLUMN = "blob_id"
@@ -222,3 +229,24 @@ class StatementRecorder:
             if problems:
                 found[statement] = problems
         return found
+
+
+def sqlite_only_violations(engine: Engine) -> list[str]:
+    """On a SQLite schema: every table with a `connection_id` column that Postgres does not have
+    is classified (`SQLITE_ONLY_RECORD_TABLES`) and has a unique key led by `connection_id`."""
+    from pdpp_store._sql.tables import metadata
+
+    inspector = inspect(engine)
+    problems: list[str] = []
+    for table in sorted(inspector.get_table_names()):
+        if table in metadata.tables or table in NOT_DISTRIBUTED:
+            continue
+        if not any(c["name"] == RECORD_COLUMN for c in inspector.get_columns(table)):
+            continue
+        if table not in SQLITE_ONLY_RECORD_TABLES:
+            problems.append(f"table {table} is not classified (record, blob or reference)")
+            continue
+        keys = [u["column_names"] for u in inspector.get_unique_constraints(table)]
+        if not any(key and key[0] == RECORD_COLUMN for key in keys):
+            problems.append(f"table {table} has no unique key led by {RECORD_COLUMN}")
+    return problems

@@ -8,8 +8,10 @@ Search, step by step:
 2. What is searched, decided before any record is read: per granted stream and per connection
    the grant covers, the manifest's `query.search.lexical_fields` minus the fields the grant
    does not cover. Connections with the same searchable paths form one group.
-3. One statement finds the next `limit + 1` matching records in key order, every term required
-   in some searchable field, under the grant's visibility (`_sql.search.hits`).
+3. The next `limit + 1` matching records in key order, every term required in some searchable
+   field, under the grant's visibility (`_sql.search.hits`), in two phases (`_matching_keys`):
+   a scan of the next `SCAN_RECORDS` records, then the search index's candidates after them, a
+   bounded batch of keys at a time, each batch re-checked on the text by the same statement.
 4. Evidence per hit and per searchable field: for the terms in query order, the first
    occurrence of the first one the field holds, with a bounded preview around it, from the
    match-window statement every `q` read uses (so the offsets are those the continuation's read
@@ -38,6 +40,7 @@ from pdpp_store._core.window import MAX_LIMIT_CHARS
 from pdpp_store._sql import search as search_sql
 from pdpp_store._sql import statements as sql
 from pdpp_store._sql.requests import Op, Rows
+from pdpp_store._sql.statements import MIN_INDEXED_NEEDLE
 from pdpp_store.evidence import (
     Continuation,
     FieldSchema,
@@ -57,6 +60,11 @@ PREVIEW_BEFORE = 80
 PREVIEW_AFTER = 160
 READ_CONTEXT_CHARS = 1024
 """`before_chars`/`after_chars` of an excerpt's `read` continuation."""
+SCAN_RECORDS = 200
+"""Records scanned in key order before the index is asked (`_matching_keys`): a term in at
+least 1 of 20 records fills a first page here, where the index would name too many."""
+CANDIDATE_BATCH = 256
+"""Candidate keys taken from the index at a time, re-checked together."""
 
 
 def _check_limit(limit: object) -> int:
@@ -169,9 +177,7 @@ def search(
     stream_grants, groups = _groups(grant, names, catalogue)
     if not groups:
         return SearchPage(())
-    needles = [term.folded for term in query.terms]
-    rows = (yield search_sql.hits(stream_grants, groups, needles, after, size + 1)) or []
-    keys = search_sql.hit_keys(rows)
+    keys = yield from _matching_keys(stream_grants, groups, query, after, size + 1)
     page_keys = keys[:size]
     paths_of = {
         (conn_id, stream_grants[g.grant_index].name): g.paths
@@ -191,6 +197,55 @@ def search(
             found.append(SearchHit(ref.connection_id, ref.stream, ref.record_id, tuple(excerpts)))
     next_cursor = mint_page(ctx.codec, binding, page_keys[-1]) if len(keys) > size else None
     return SearchPage(tuple(found), next_cursor)
+
+
+def _matching_keys(
+    stream_grants: list[StreamGrant],
+    groups: list[search_sql.SearchGroup],
+    query: SearchQuery,
+    after: search_sql.Key | None,
+    wanted: int,
+) -> Op[list[search_sql.Key]]:
+    """The first `wanted` matching record keys after `after`, in key order, in two phases:
+
+    1. a scan of the next `SCAN_RECORDS` records the search may return: enough for common terms,
+       where the index would name too many candidates to be quick;
+    2. if those hold fewer than `wanted` hits, the records after them that the index names as
+       candidates for the longest term (at least `MIN_INDEXED_NEEDLE` code points; with only
+       shorter terms the rest is scanned).
+
+    The phases split the key range at the last scanned record, so together they return exactly
+    the hits a full scan would, in the same order.
+    """
+    needles = [term.folded for term in query.terms]
+    keys_of = search_sql.hit_keys
+    boundary = keys_of((yield search_sql.nth_key(stream_grants, groups, after, SCAN_RECORDS)) or [])
+    upto = boundary[0] if boundary else None
+    found = keys_of(
+        (yield search_sql.hits(stream_grants, groups, needles, after, wanted, upto=upto)) or []
+    )
+    if upto is None or len(found) >= wanted:
+        return found
+    longest = max(needles, key=len)
+    if len(longest) < MIN_INDEXED_NEEDLE:  # no term the index can serve: scan the rest
+        rest = yield search_sql.hits(stream_grants, groups, needles, upto, wanted - len(found))
+        return found + keys_of(rest or [])
+    names = [grant.name for grant in stream_grants]
+    position = upto
+    while len(found) < wanted:
+        batch = keys_of(
+            (yield search_sql.candidates(groups, names, longest, position, CANDIDATE_BATCH)) or []
+        )
+        if not batch:
+            break
+        rest = yield search_sql.hits(
+            stream_grants, groups, needles, position, wanted - len(found), among=batch
+        )
+        found += keys_of(rest or [])
+        if len(batch) < CANDIDATE_BATCH:
+            break
+        position = batch[-1]
+    return found[:wanted]
 
 
 def _evidence(

@@ -319,6 +319,19 @@ def upsert_records(
             for group in _batched(rows, CHUNK_ROWS_PER_STATEMENT):
                 yield Execute(sql.insert_chunks(), group)
                 changed["field_chunks"] += len(group)
+            indexed = [
+                {
+                    "k_connection_id": connection_id,
+                    "k_stream": stream,
+                    "k_record_id": rid,
+                    "k_path": item.path,
+                }
+                for rid, item in plan.new_fields
+                if item.kind.text_like
+            ]
+            if indexed:  # SQLite's search index is filled by the write itself (migration 0005)
+                yield sql.register_index_fields().with_params(indexed)
+                yield sql.index_fields().with_params(indexed)
             for _, item in plan.new_fields:
                 if item.payload is not None and item.mime_type is not None:
                     yield from _store_blob(memoryview(item.payload), item.mime_type)

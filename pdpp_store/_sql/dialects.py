@@ -71,6 +71,11 @@ class Capabilities:
     alters_by_copy: bool
     """`ALTER TABLE` cannot drop or change a column, so migrations rebuild the table (Alembic's
     batch mode: SQLite)."""
+    search_index_is_side_table: bool
+    """The search index (migration 0005) is a side table that the store's writes fill and that
+    is asked with `MATCH` (SQLite: FTS5 `trigram`). Otherwise it is an expression index on
+    `field_chunks` that the database maintains and that answers `LIKE` (Postgres: `pg_trgm`
+    GIN)."""
 
 
 SQLITE = Capabilities(
@@ -84,6 +89,7 @@ SQLITE = Capabilities(
     file_based=True,
     alters_by_copy=True,
     plans_by_statistics=False,
+    search_index_is_side_table=True,
 )
 
 POSTGRESQL = Capabilities(
@@ -97,6 +103,7 @@ POSTGRESQL = Capabilities(
     file_based=False,
     alters_by_copy=False,
     plans_by_statistics=True,
+    search_index_is_side_table=False,
 )
 
 _BY_NAME = {caps.name: caps for caps in (SQLITE, POSTGRESQL)}

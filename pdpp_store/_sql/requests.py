@@ -34,6 +34,15 @@ Builder = Callable[[Capabilities], Executable]
 class Execute:
     statement: Executable | Builder
     params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+    when: Callable[[Capabilities], bool] | None = None
+    """Run only where this holds of the dialect's capabilities (e.g. filling SQLite's search
+    index); elsewhere the reply is None, without a round trip."""
+
+    def runs_on(self, capabilities: Capabilities) -> bool:
+        return self.when is None or self.when(capabilities)
+
+    def with_params(self, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Execute:
+        return Execute(self.statement, params, self.when)
 
     def statement_for(self, capabilities: Capabilities) -> Executable:
         if isinstance(self.statement, Executable):

@@ -36,6 +36,7 @@ from sqlalchemy import (
     Update,
     and_,
     bindparam,
+    column,
     delete,
     exists,
     false,
@@ -45,8 +46,10 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    table,
     text,
     true,
+    union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -395,21 +398,98 @@ def _field_meta(shape: GrantShape) -> Select[Any]:
     )
 
 
+SCAN_CHUNKS = 32
+"""A match scan reads this many chunks (32 K code points) in order before it asks the search
+index: early matches cost what a scan costs, late and absent ones what the index costs,
+whatever the field's size."""
+
+MIN_INDEXED_NEEDLE = 3
+"""Needles shorter than a trigram cannot use the index: they are found by scanning alone."""
+
+INDEX_ROWID_SHIFT = 1 << 22
+"""SQLite's search index names a chunk `search_id * INDEX_ROWID_SHIFT + chunk_no` (migration
+0005). Its rowid is split again by integer division (`//`, never `/`, which SQLAlchemy 2 makes
+a true, floating-point division and so a different, wrong `search_id`)."""
+
+search_fields_table = table(
+    "search_fields",
+    column("search_id", Integer),
+    column("connection_id", Text),
+    column("stream", Text),
+    column("record_id", Text),
+    column("path", Text),
+)
+search_chunks_table = table(
+    "search_chunks", column("rowid", Integer), column("search_chunks", Text)
+)
+"""SQLite's search index (migration 0005): not in the metadata, named here for statements."""
+
+
+def like_pattern(needle: str) -> str:
+    """A `LIKE` pattern (escape `\\`) for text containing `needle`."""
+    escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def fts_query(needle: str) -> str:
+    """The FTS5 query (trigram tokenizer, `detail=none`) whose rows are candidates for
+    `needle`: every distinct trigram of its first `LOOKAHEAD_CHARS + 1` code points (what an
+    indexed chunk is sure to hold of a match starting in it), all required."""
+    head = needle[: LOOKAHEAD_CHARS + 1]
+    grams = sorted({head[i : i + 3] for i in range(len(head) - 2)})
+    return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+
+
+def _next_head(chunks: Any) -> ColumnElement[str]:
+    """The next chunk's first `m_overlap` folded code points: a probe on the full primary key."""
+    nxt = field_chunks.alias("nxt")
+    return (
+        select(func.substr(func.coalesce(nxt.c.folded, nxt.c.text), 1, _OVERLAP))
+        .where(
+            _same_record(nxt, chunks),
+            nxt.c.path == chunks.c.path,
+            nxt.c.chunk_no == chunks.c.chunk_no + 1,
+        )
+        .scalar_subquery()
+    )
+
+
+_OVERLAP = bindparam("m_overlap", type_=Integer)
+
+
+def _haystack_at(chunks: Any, long_needle: bool) -> ColumnElement[str]:
+    """A chunk's folded text followed by the next chunk's folded head: the stored look-ahead
+    for needles of up to `LOOKAHEAD_CHARS + 1` code points, else a probe of the next chunk."""
+    here: ColumnElement[str] = func.coalesce(chunks.c.folded, chunks.c.text)
+    if not long_needle:
+        return here + func.coalesce(chunks.c.lookahead, "")
+    return here + func.coalesce(_next_head(chunks), "")
+
+
 @cache
-def _match_scan(shape: GrantShape, long_needle: bool, caps: Capabilities) -> Select[Any]:
+def _match_scan(
+    shape: GrantShape, long_needle: bool, indexed: bool, caps: Capabilities
+) -> Select[Any]:
     """The first chunk whose folded text, extended by the next chunk's first `len(q) - 1` code
     points, contains the folded needle; the 1-based position there; and the field's digest.
-    One scan in chunk order that stops at the first hit and is linear in the chunks before
-    it, whatever the planner's statistics. The field and grant checks are uncorrelated, so they
-    run once per statement, not once per chunk.
+    The field and grant checks are uncorrelated, so they run once per statement, not once per
+    chunk. Two branches tried in order, the second only when the first found nothing:
+
+    1. a scan of the chunks in order that stops at the first hit and is linear in the chunks
+       before it, whatever the planner's statistics: the first `SCAN_CHUNKS` when `indexed`,
+       else all of them;
+    2. (`indexed`) the chunks after those that the search index names as candidates (every
+       trigram of the needle's head present), in order, each re-checked with `instr`/`strpos`
+       on the same folded text: the index only ever narrows, the text decides. It runs only
+       when the field has a chunk past the scanned ones (an uncorrelated check, done once).
 
     A needle of up to `LOOKAHEAD_CHARS + 1` code points is searched in each chunk's folded text
     followed by its stored look-ahead: one row read per chunk. A longer one needs up to
-    `len(q) - 1` code points of the next chunk. Where window functions stream
+    `len(q) - 1` code points of the next chunk. In the scan, where window functions stream
     (`caps.streams_window_functions`): `lead()` over the chunks in key order (the window
     aggregate streams behind the index scan, so the scan still stops at the first hit).
-    Elsewhere they are materialised, so the next chunk's head is a correlated scalar subquery
-    on the full primary key: one index probe per chunk.
+    Elsewhere, and in the index branch, the next chunk's head is a correlated scalar subquery on
+    the full primary key: one index probe per chunk read.
     """
     the_field = and_(_record_is(fields), fields.c.path == bindparam("f_path"))
     field_is_text = exists().where(the_field, _kind_in(text_like=True))
@@ -423,42 +503,113 @@ def _match_scan(shape: GrantShape, long_needle: bool, caps: Capabilities) -> Sel
     )
     chunk_no = field_chunks.c.chunk_no.label("chunk_no")
     here: ColumnElement[str] = func.coalesce(field_chunks.c.folded, field_chunks.c.text)
-    overlap = bindparam("m_overlap", type_=Integer)
     needle = bindparam("m_needle", type_=Text())
-    if not long_needle:
-        position = strpos(here + func.coalesce(field_chunks.c.lookahead, ""), needle)
-        scan = select(chunk_no, position.label("position"), digest).where(*checks, position > 0)
-        return scan.order_by(field_chunks.c.chunk_no).limit(1)
-
-    if caps.streams_window_functions:
+    stop = bindparam("m_stop", type_=Integer)
+    # The scan's range: with the index, the chunks before `m_stop`; a streamed `lead()` also
+    # reads chunk `m_stop` itself, for the head of the text after the last scanned chunk.
+    scanned = (field_chunks.c.chunk_no < stop,) if indexed else ()
+    if long_needle and caps.streams_window_functions:
         following = func.lead(here).over(order_by=field_chunks.c.chunk_no)
-        ahead = func.substr(following, 1, overlap)
+        ahead = func.substr(following, 1, _OVERLAP)
         position = strpos(here + func.coalesce(ahead, ""), needle)
-        hits = select(chunk_no, position.label("position")).where(*checks).subquery("hits")
-        return (
+        read = (field_chunks.c.chunk_no <= stop,) if indexed else ()
+        hits = select(chunk_no, position.label("position")).where(*checks, *read).subquery("hits")
+        scan = (
             select(hits.c.chunk_no, hits.c.position, digest)
-            .where(hits.c.position > 0)
+            .where(hits.c.position > 0, *((hits.c.chunk_no < stop,) if indexed else ()))
             .order_by(hits.c.chunk_no)
             .limit(1)
         )
-
-    nxt = field_chunks.alias("nxt")
-    probe = (
-        select(func.substr(func.coalesce(nxt.c.folded, nxt.c.text), 1, overlap))
-        .where(
-            _record_is(nxt),
-            nxt.c.path == bindparam("f_path"),
-            nxt.c.chunk_no == field_chunks.c.chunk_no + 1,
+    else:
+        position = strpos(_haystack_at(field_chunks, long_needle), needle)
+        scan = (
+            select(chunk_no, position.label("position"), digest)
+            .where(*checks, *scanned, position > 0)
+            .order_by(field_chunks.c.chunk_no)
+            .limit(1)
         )
-        .scalar_subquery()
+    if not indexed:
+        return scan
+
+    past = field_chunks.alias("past")
+    beyond = exists().where(
+        _record_is(past), past.c.path == bindparam("f_path"), past.c.chunk_no == stop
     )
-    position = strpos(here + func.coalesce(probe, ""), needle)
-    return (
-        select(chunk_no, position.label("position"), digest)
-        .where(*checks, position > 0)
-        .order_by(field_chunks.c.chunk_no)
-        .limit(1)
-    )
+    late = field_chunks.alias("late")
+    late_found = strpos(_haystack_at(late, long_needle), needle)
+    if caps.search_index_is_side_table:
+        # The FTS5 table names candidate chunks by rowid, within this field's rowid range.
+        search_id = (
+            select(search_fields_table.c.search_id)
+            .where(
+                search_fields_table.c.connection_id == bindparam("r_conn"),
+                search_fields_table.c.stream == bindparam("r_stream"),
+                search_fields_table.c.record_id == bindparam("r_id"),
+                search_fields_table.c.path == bindparam("f_path"),
+            )
+            .scalar_subquery()
+        )
+        base = search_id * INDEX_ROWID_SHIFT
+        rowid = search_chunks_table.c.rowid
+        index_branch = (
+            select(late.c.chunk_no.label("chunk_no"), late_found.label("position"), digest)
+            .select_from(
+                search_chunks_table.join(
+                    late,
+                    and_(
+                        _record_is(late),
+                        late.c.path == bindparam("f_path"),
+                        late.c.chunk_no == rowid - base,
+                    ),
+                )
+            )
+            .where(
+                literal_column("search_chunks").op("MATCH")(bindparam("m_fts", type_=Text())),
+                rowid.between(base + stop, base + INDEX_ROWID_SHIFT - 1),
+                beyond,
+                field_is_text,
+                record_is_visible,
+                late_found > 0,
+            )
+            .order_by(rowid)
+            .limit(1)
+        )
+    else:
+        # The GIN index answers `LIKE` on the indexed expression. The key is compared under the
+        # "POSIX" collation (the same byte order as the columns' "C", but another collation,
+        # which the primary-key index cannot serve), so no ordered walk of every chunk of the
+        # field can stand in for the index (planners were seen to choose one). The candidates
+        # are re-checked in the same pass, materialised, then ordered.
+        def opaque(value: ColumnElement[str]) -> ColumnElement[str]:
+            return value.collate("POSIX")
+
+        indexed_text = func.coalesce(late.c.folded, late.c.text) + func.coalesce(
+            late.c.lookahead, ""
+        )
+        candidates = (
+            select(late.c.chunk_no.label("chunk_no"), late_found.label("position"))
+            .where(
+                opaque(late.c.connection_id) == bindparam("r_conn", type_=Text()),
+                opaque(late.c.stream) == bindparam("r_stream", type_=Text()),
+                opaque(late.c.record_id) == bindparam("r_id", type_=Text()),
+                opaque(late.c.path) == bindparam("f_path", type_=Text()),
+                late.c.chunk_no >= stop,
+                indexed_text.like(bindparam("m_like", type_=Text()), escape="\\"),
+                beyond,
+            )
+            .cte("candidates")
+            .prefix_with("MATERIALIZED")
+        )
+        index_branch = (
+            select(candidates.c.chunk_no, candidates.c.position, digest)
+            .where(field_is_text, record_is_visible, candidates.c.position > 0)
+            .order_by(candidates.c.chunk_no)
+            .limit(1)
+        )
+    # Branch order is the answer's order: a hit in the scanned chunks comes first and the
+    # `LIMIT 1` stops there, before the index is asked.
+    branches = union_all(scan.subquery().select(), index_branch.subquery().select())
+    return select(branches.subquery("hit_branches")).limit(1)
 
 
 def match_window(
@@ -470,12 +621,13 @@ def match_window(
     before: int,
     after: int,
     limit: int | None,
+    use_index: bool = True,
 ) -> Execute:
     """A match window in one statement: the scan (`_match_scan`), then the window around its hit
     cut from the chunks of the very text it was found in (joined by digest). Each row carries
     the window's bounds (decoded by `match_bounds`), then the columns of `field_window`'s rows.
     No row: nothing matched, or the record, field or kind does not allow a match (`field_meta`
-    tells which)."""
+    tells which). `use_index=False` scans every chunk (the benchmarks' baseline)."""
     params = {
         **_record_params(ref, path),
         **grant_params(grant),
@@ -486,8 +638,13 @@ def match_window(
         "m_q_len": len(needle),
         "m_limit": limit,
     }
+    indexed = use_index and len(needle) >= MIN_INDEXED_NEEDLE
+    if indexed:
+        params["m_stop"] = SCAN_CHUNKS
+        params["m_fts"] = fts_query(needle)
+        params["m_like"] = like_pattern(needle[: LOOKAHEAD_CHARS + 1])
     shape, long_needle = GrantShape.of(grant), len(needle) - 1 > LOOKAHEAD_CHARS
-    return Execute(partial(_match_window, shape, long_needle), params)
+    return Execute(partial(_match_window, shape, long_needle, indexed), params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -512,12 +669,14 @@ def match_bounds(row: Row) -> MatchBounds:
 
 
 @cache
-def _match_window(shape: GrantShape, long_needle: bool, caps: Capabilities) -> Select[Any]:
+def _match_window(
+    shape: GrantShape, long_needle: bool, indexed: bool, caps: Capabilities
+) -> Select[Any]:
     # The hit is materialised and every value taken from it is an uncorrelated scalar subquery,
     # so each is computed once and the window's chunk range reaches the primary-key index as a
     # bound, exactly as in `field_window`. (Joined instead, a planner without statistics was
     # seen to walk all the chunks and test the range on each.)
-    hit = _match_scan(shape, long_needle, caps).cte("hit").prefix_with("MATERIALIZED")
+    hit = _match_scan(shape, long_needle, indexed, caps).cte("hit").prefix_with("MATERIALIZED")
     match_start = hit.c.chunk_no * CHUNK_CHARS + hit.c.position - 1
     start = greatest(match_start - bindparam("m_before", type_=Integer), 0)
     wanted = func.coalesce(
@@ -889,4 +1048,46 @@ def delete_fields(table: Any) -> Delete:
         table.c.stream == bindparam("k_stream"),
         table.c.record_id == bindparam("k_record_id"),
         table.c.path == bindparam("k_path"),
+    )
+
+
+# ---------------------------------------------------------------- the search index, on writes
+
+
+def _fills_side_index(caps: Capabilities) -> bool:
+    return caps.search_index_is_side_table
+
+
+def register_index_fields() -> Execute:
+    """Where the search index is a side table (SQLite): give each newly written text-like field
+    an id in `search_fields` (kept for good, so a rewritten field keeps its id). Run per field
+    (`k_*` parameters) in the write's own transaction, right after its chunks are inserted."""
+    return Execute(_register_index_fields(), when=_fills_side_index)
+
+
+def index_fields() -> Execute:
+    """Then index those fields' chunks: folded text plus look-ahead, the very text a match scan
+    searches. (Where the index is the database's own, it maintains itself; on SQLite, triggers
+    doing this were measured 4x slower than these statements.)"""
+    return Execute(_index_chunks(), when=_fills_side_index)
+
+
+@cache
+def _register_index_fields() -> Executable:
+    return text(
+        "INSERT OR IGNORE INTO search_fields (connection_id, stream, record_id, path) "
+        "VALUES (:k_connection_id, :k_stream, :k_record_id, :k_path)"
+    )
+
+
+@cache
+def _index_chunks() -> Executable:
+    return text(
+        "INSERT INTO search_chunks (rowid, body) "
+        f"SELECT sf.search_id * {INDEX_ROWID_SHIFT} + fc.chunk_no, "
+        "coalesce(fc.folded, fc.text) || coalesce(fc.lookahead, '') "
+        "FROM search_fields sf JOIN field_chunks fc ON fc.connection_id = sf.connection_id "
+        "AND fc.stream = sf.stream AND fc.record_id = sf.record_id AND fc.path = sf.path "
+        "WHERE sf.connection_id = :k_connection_id AND sf.stream = :k_stream "
+        "AND sf.record_id = :k_record_id AND sf.path = :k_path"
     )

@@ -14,6 +14,12 @@ Rules:
 5. Key columns compare byte-wise on every database (`dialects.key_text`: the "C" collation on
    Postgres), so both give the same answers.
 6. This file and migrations/ must agree; a test compares them on both databases.
+7. The search index is not in this metadata: it is per dialect and cannot be spelt in it (an
+   FTS5 virtual table with its shadow tables, a side table and triggers on SQLite; a `pg_trgm`
+   GIN expression index on Postgres). Migration 0005 creates it; `SEARCH_INDEX_OBJECTS` names
+   its objects so the schema comparison knows them, and a test checks they exist. The SQLite
+   side table `search_fields` holds record keys: its unique key leads with `connection_id`
+   (Rule 1); its integer primary key exists only to name chunks in the FTS5 rowid.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from .dialects import key_text
 
 __all__ = [
     "BLOB_CHUNK_BYTES",
+    "SEARCH_INDEX_OBJECTS",
     "blob_chunks",
     "blobs",
     "connections",
@@ -50,6 +57,22 @@ __all__ = [
 ]
 
 BLOB_CHUNK_BYTES = 64 * 1024
+
+SEARCH_INDEX_OBJECTS = {
+    "sqlite": frozenset(
+        {
+            "search_fields",
+            "search_chunks",
+            "search_chunks_data",
+            "search_chunks_idx",
+            "search_chunks_config",
+            "search_chunks_delete",
+            "search_chunks_update",
+        }
+    ),
+    "postgresql": frozenset({"ix_field_chunks_trigram"}),
+}
+"""The search index's objects per dialect (Rule 7): tables, triggers and indexes."""
 
 
 def record_key() -> list[Column[str]]:

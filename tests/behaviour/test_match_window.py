@@ -379,3 +379,52 @@ def test_property_match_offset_is_the_fold_oracle(
     ).to_dict()
     assert_match(envelope, text, expected, len(q), before=before, after=after)
     assert fold(text[expected : expected + len(q)]) == fold(q)
+
+
+# -- late matches: found through the search index after the first chunks' scan -------------------
+
+
+def test_late_matches_through_the_index_and_after_rewrites(store: StoreFront) -> None:
+    """Past the scanned head (`SCAN_CHUNKS`), matches come from the index, re-checked on the
+    text: late, straddling a boundary, long, short, and after the field was rewritten."""
+    from pdpp_store._sql.statements import SCAN_CHUNKS
+
+    setup_mailbox(store)
+    store.upsert_records(MAILBOX, "message_bodies", [body("first", "an earlier field")])
+    size = (SCAN_CHUNKS + 8) * CHUNK_CHARS
+    late = (SCAN_CHUNKS + 3) * CHUNK_CHARS
+    long_needle = "Zebra-" + "q" * 80 + "-END"
+    text = list(FILLER * (size // len(FILLER) + 1))[:size]
+    placed = {
+        "XyLoPhOnE": late + 100,
+        "boundary": late + CHUNK_CHARS - 4,  # straddles a chunk boundary
+        long_needle: late + 3 * CHUNK_CHARS - 30,  # long, straddling too
+        "zq": size - 2,  # short: found by scanning alone
+        "Qat": SCAN_CHUNKS * CHUNK_CHARS - 1,  # straddles the scanned head's last boundary
+    }
+    for needle, at in placed.items():
+        text[at : at + len(needle)] = needle
+    content = "".join(text)
+    store.upsert_records(MAILBOX, "message_bodies", [body("late", content)])
+    for needle, at in placed.items():
+        for q in (needle, needle.upper()):
+            window = assert_match(
+                _match(store, "late", q, before_chars=5), content, at, len(q), before=5
+            )
+            assert window["text"][5 : 5 + len(q)] == content[at : at + len(q)]
+    for absent in ("xylophones", "boundaryx", long_needle + "!"):
+        with pytest.raises(StoreError) as caught:
+            _match(store, "late", absent)
+        assert_store_error(caught.value, "query_not_found", 404, "q")
+
+    # Rewritten: the old text's index entries are gone, the new text's are there.
+    moved = content.replace("XyLoPhOnE", "." * 9).replace("boundary", "mangrove")
+    store.upsert_records(MAILBOX, "message_bodies", [body("late", moved)])
+    with pytest.raises(StoreError) as caught:
+        _match(store, "late", "xylophone")
+    assert_store_error(caught.value, "query_not_found", 404, "q")
+    assert_match(_match(store, "late", "MANGROVE"), moved, placed["boundary"], 8)
+    # Removed: a record without the field, then with it again.
+    store.upsert_records(MAILBOX, "message_bodies", [{**body("late", ""), "body_text": None}])
+    store.upsert_records(MAILBOX, "message_bodies", [body("late", content)])
+    assert_match(_match(store, "late", "xylophone"), content, placed["XyLoPhOnE"], 9)

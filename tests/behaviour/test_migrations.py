@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from _data import MAILBOX, body, setup_mailbox
 from alembic.autogenerate import compare_metadata
@@ -15,7 +16,7 @@ from sqlalchemy import text as sa_text
 
 from pdpp_store import Grant, NotFound, Store
 from pdpp_store._runtime import sync_url
-from pdpp_store._sql.tables import metadata
+from pdpp_store._sql.tables import SEARCH_INDEX_OBJECTS, metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,15 +31,74 @@ def _alembic(url: str, *args: str) -> None:
     )
 
 
+def _search_object(difference: object) -> str | None:
+    """The name of a search-index object a schema difference is about, if it is one."""
+    if isinstance(difference, tuple) and difference[0] in {"remove_table", "remove_index"}:
+        name = getattr(difference[1], "name", None)
+        return name if isinstance(name, str) else None
+    return None
+
+
+def _search_objects_present(conn: Any) -> set[str]:
+    if conn.dialect.name == "sqlite":
+        query = "SELECT name FROM sqlite_master WHERE name LIKE 'search%%'"
+    else:
+        query = "SELECT indexname FROM pg_indexes WHERE tablename = 'field_chunks'"
+    return {row[0] for row in conn.exec_driver_sql(query)}
+
+
 def test_open_migrates_to_exactly_the_package_metadata(db_url: str) -> None:
+    """The schema is the metadata's, plus exactly the search index's objects (which the
+    metadata cannot spell, see `tables.SEARCH_INDEX_OBJECTS`), all present."""
     Store.open(db_url).close()
     engine = create_engine(sync_url(db_url))
     try:
         with engine.connect() as conn:
             differences = compare_metadata(MigrationContext.configure(conn), metadata)
+            dialect = conn.dialect.name
+            present = _search_objects_present(conn)
     finally:
         engine.dispose()
-    assert differences == []
+    expected = SEARCH_INDEX_OBJECTS[dialect]
+    assert present >= expected
+    assert [d for d in differences if _search_object(d) not in expected] == []
+    assert {_search_object(d) for d in differences} <= expected
+
+
+def test_the_search_index_migration_backfills_and_downgrades(db_url: str) -> None:
+    """0005 builds the index from chunks written before it (the backfill), so late matches and
+    the search's index phase find them; its downgrade removes every object it made."""
+    from unittest import mock
+
+    from _data import owner, ref_id
+
+    from pdpp_store._core.values import CHUNK_CHARS
+    from pdpp_store._ops import search as search_ops
+    from pdpp_store._sql.statements import SCAN_CHUNKS
+
+    late = (SCAN_CHUNKS + 2) * CHUNK_CHARS + 7
+    text = "." * late + "Okapi" + "." * 50
+    with Store.open(db_url) as store:
+        setup_mailbox(store)
+        store.upsert_records(
+            MAILBOX,
+            "message_bodies",
+            [body("a", "nothing"), body("b", "okapi first"), body("c", text)],
+        )
+    _alembic(db_url, "downgrade", "0004")
+    engine = create_engine(sync_url(db_url))
+    try:
+        with engine.connect() as conn:
+            assert _search_objects_present(conn) & SEARCH_INDEX_OBJECTS[conn.dialect.name] == set()
+    finally:
+        engine.dispose()
+    _alembic(db_url, "upgrade", "head")
+    with Store.open(db_url) as store:
+        window = store.read_field_window(owner(), ref_id("c"), "body_text", q="OKAPI")
+        assert window.match_start_chars == late
+        with mock.patch.object(search_ops, "SCAN_RECORDS", 1):
+            hits = store.search(owner(), "okapi").to_dict()["data"]
+        assert [hit["id"] for hit in hits] == [ref_id("b"), ref_id("c")]
 
 
 def test_command_line_upgrade_and_downgrade_round_trip(db_url: str) -> None:

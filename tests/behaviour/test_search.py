@@ -313,3 +313,35 @@ def test_describe_grant(store: StoreFront) -> None:
         "searchable_fields": [],
         "fields": [],
     }
+
+
+def test_the_index_phase_finds_matches_in_any_chunk(store: StoreFront) -> None:
+    """With the first phase cut to one record, hits after it come from the index: matches in a
+    later chunk, straddling a boundary, in records far apart, in key order. (Regression: the
+    index's rowid is split into field and chunk by integer division; a float division paired
+    every chunk after the first with no field, so r07 and r19 were lost.)"""
+    from unittest import mock
+
+    from pdpp_store._ops import search as search_ops
+
+    setup_mailbox(store)
+    filler = "0123456789 " * 400
+    records = [body(f"r{i:02d}", filler[: 1000 + i * 97]) for i in range(30)]
+    records[7] = body("r07", filler[:2500] + "Wombat" + filler[:10])  # in chunk 2
+    records[19] = body("r19", filler[:1021] + "wOMBAT")  # across the first boundary
+    records[28] = body("r28", "wombat " + filler)  # in chunk 0
+    store.upsert_records(MAILBOX, BODIES, records)
+    wanted = [ref_id(i) for i in ("r07", "r19", "r28")]
+    for scan in (1, 2, 1000):
+        with mock.patch.object(search_ops, "SCAN_RECORDS", scan):
+            assert _all_ids(store, "wombat", limit=2) == wanted
+            assert _all_ids(store, "wombat 0123") == wanted
+            assert _all_ids(store, "wo") == wanted  # too short for the index: scanned
+    # Candidates in batches: with a batch of one, every candidate is its own batch.
+    with mock.patch.object(search_ops, "SCAN_RECORDS", 1):
+        with mock.patch.object(search_ops, "CANDIDATE_BATCH", 1):
+            assert _all_ids(store, "wombat") == wanted
+        # The index only narrows: a rewritten record loses its hit, a deleted one is gone.
+        store.upsert_records(MAILBOX, BODIES, [body("r07", filler[:3000])])
+        store.delete_record(MAILBOX, BODIES, "r19")
+        assert _all_ids(store, "wombat") == [ref_id("r28")]

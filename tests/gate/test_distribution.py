@@ -10,6 +10,8 @@ The checker itself is shown to bite on statements that break each rule.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from _data import attachment, body, grant, owner, ref_id, setup_mailbox
 from _distribution import (
@@ -18,6 +20,7 @@ from _distribution import (
     StatementRecorder,
     record_tables_of,
     schema_violations,
+    sqlite_only_violations,
     statement_violations,
 )
 from sqlalchemy import create_engine, event
@@ -38,6 +41,23 @@ def test_migrated_schema_keeps_the_rules(pg_db_url: str) -> None:
         tables = record_tables_of(engine)
         assert {"records", "fields", "field_chunks"} <= tables
         assert not tables & (REFERENCE_TABLES | BLOB_TABLES)
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_only_tables_are_classified_and_keyed_by_connection(tmp_path: Path) -> None:
+    """The search index's SQLite side table never reaches Postgres, but is classified and led
+    by `connection_id` like every record table; an unclassified one is reported."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url).close()
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        assert sqlite_only_violations(engine) == []
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE stray (connection_id TEXT, x TEXT)")
+        assert sqlite_only_violations(engine) == [
+            "table stray is not classified (record, blob or reference)"
+        ]
     finally:
         engine.dispose()
 
