@@ -15,11 +15,15 @@ front:
    query itself carries the canary as a parameter).
 3. The proofs bite: with the grant's field filter removed from the searched paths, the paths
    removed from the search SQL, or the visibility condition removed, they fail.
+
+Every proof runs twice: as the dataset is (its records fit in the first phase's scan), and with
+that scan cut to one record, so hits come from the search index's candidates (`SCAN_RECORDS`),
+whose every batch the same hit statement re-checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import pytest
@@ -151,7 +155,21 @@ def check_search_gate(store: StoreFront) -> None:
         assert {e["field_path"] for e in hit["evidence_excerpts"]} <= {"subject", "snippet"}
 
 
-def test_search_never_answers_from_what_the_grant_does_not_cover(store: StoreFront) -> None:
+PHASES = {"scan": None, "index": 1}
+"""`SCAN_RECORDS` per phase proved: the real one, or one record (the index names the rest)."""
+
+
+@pytest.fixture(params=sorted(PHASES))
+def phase(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    scan = PHASES[request.param]
+    if scan is not None:
+        monkeypatch.setattr(search_ops, "SCAN_RECORDS", scan)
+    return str(request.param)
+
+
+def test_search_never_answers_from_what_the_grant_does_not_cover(
+    store: StoreFront, phase: str
+) -> None:
     load(store)
     check_search_gate(store)
 
@@ -178,7 +196,7 @@ def breakable(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
 
 
 @pytest.fixture(params=["sqlite_store", pytest.param("pg_store", marks=pytest.mark.postgres)])
-def loaded(request: pytest.FixtureRequest) -> Store:
+def loaded(request: pytest.FixtureRequest, phase: str) -> Store:
     opened: Store = request.getfixturevalue(request.param)
     load(opened)
     check_search_gate(opened)  # the real library passes
@@ -256,4 +274,23 @@ def test_visibility_removed_from_the_search_sql_fails_the_proofs(
 
     breakable.setattr(search_sql, "visible_records", everything_visible)
     breakable.setattr(sql, "visible_records", everything_visible)
+    _fails(loaded)
+
+
+def test_index_candidates_taken_unchecked_fail_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The index's candidates returned as hits, without the hit statement's re-check (grant,
+    visibility, the text itself): the index only ever narrows, and the proofs show it."""
+
+    def trusting(
+        stream_grants: Any, groups: Any, query: Any, after: Any, wanted: int
+    ) -> Generator[Any, Any, Any]:
+        longest = max((term.folded for term in query.terms), key=len)
+        names = [g.name for g in stream_grants]
+        start = after if after is not None else ("", "", "")
+        rows = yield search_sql.candidates(groups, names, longest, start, wanted)
+        return search_sql.hit_keys(rows or [])
+
+    breakable.setattr(search_ops, "_matching_keys", trusting)
     _fails(loaded)
