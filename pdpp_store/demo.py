@@ -105,7 +105,7 @@ def big_body(chars: int = BIG_BODY_CHARS, seed: int = 2026) -> str:
     head = "\n\n".join(_paragraphs(rng, chars - _TAIL_CHARS))
     closing = (
         f"Final reminder from accounts: {UNIQUE_PHRASE} since 15 March 2026 — please settle the "
-        "€12,480.00 balance before the end of the month."
+        "€12,480.00 balance of INV-2026-0042 before the end of the month."
     )
     tail = "\n\n".join(_paragraphs(rng, _TAIL_CHARS))
     return f"Dear all,\n\n{head}\n\n{closing}\n\n{tail}\n\nBest regards,\nZoë Müller\n"
@@ -297,7 +297,7 @@ def _range(window: FieldWindow) -> str:
 
 
 class _Walk:
-    """The walkthrough: setup, then steps (1) to (7), each printed as it completes."""
+    """The walkthrough: setup, then steps (0) to (7), each printed as it completes."""
 
     def __init__(self, store: Store, echo: Echo) -> None:
         self.store = store
@@ -328,6 +328,7 @@ class _Walk:
         for stream in self.grant.streams:
             self.line(f"{stream.name}: {', '.join(sorted(stream.fields or ()))}")
         self.echo("")
+        self.search()
         self.project()
         early_cursor = self.at_offset()
         self.page(self.match())
@@ -363,6 +364,52 @@ class _Walk:
         for connection, stream, records in batches:
             result, ms = _timed(partial(store.upsert_records, connection, stream, records))
             self.title(f"  upsert_records {connection}/{stream}: {_counts(result)}", ms)
+
+    def search(self) -> None:
+        """(0) The first rung: a question, not a record id. Search, the proven evidence, the read
+        it names, and the next occurrence of the same term."""
+        q = "INV-2026-0042 overdue"
+        page, ms = _timed(partial(self.store.search, self.grant, q, limit=5))
+        self.title(f"(0) search q={q!r} under the grant", ms)
+        if not page.hits:
+            self.line("no hits")
+            return
+        for hit in page.hits:
+            self.line(
+                f"hit {hit.id}: matched_fields {', '.join(e.field_path for e in hit.excerpts)}"
+            )
+        excerpt = page.hits[0].excerpts[0]
+        self.line(
+            f"evidence: {excerpt.field_path} {excerpt.match_start_chars:,}\N{EN DASH}"
+            f"{excerpt.match_end_chars:,} of {excerpt.total_chars:,} chars, digest "
+            f"{excerpt.digest[:19]}…"
+        )
+        self.line(
+            f"preview {excerpt.start_chars:,}\N{EN DASH}{excerpt.end_chars:,} (unmarked): "
+            f"{_json(excerpt.preview_text, 72)}"
+        )
+        self.line(f"read: {_json(excerpt.read.to_dict(), 40)}")
+        args = dict(excerpt.read.arguments)
+        read = partial(
+            self.store.read_field_window, self.grant, args.pop("record"), args.pop("field")
+        )
+        window, ms = _timed(partial(read, **args))
+        self.title("    read_field_window with the evidence's own arguments", ms)
+        self.line(
+            f"window {_range(window)}, match at {window.match_start_chars:,}\N{EN DASH}"
+            f"{window.match_end_chars:,}: the same place, digest {window.field.digest[:19]}…"
+        )
+        if window.next_match_cursor is None:
+            return
+        following, ms = _timed(partial(read, cursor=window.next_match_cursor))
+        self.title("    read_field_window with next_match_cursor: the next occurrence", ms)
+        assert following.match_start_chars is not None
+        at = following.match_start_chars - following.start_chars
+        around = following.text[max(0, at - 30) : at + len(excerpt.term) + 30]
+        self.line(
+            f"match at {following.match_start_chars:,}\N{EN DASH}{following.match_end_chars:,}"
+            f" of the window {_range(following)}: …{json.dumps(around, ensure_ascii=False)}…"
+        )
 
     def project(self) -> None:
         """(1) A projected record: granted fields only, long text as a preview plus ladder."""

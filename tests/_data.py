@@ -165,6 +165,7 @@ WINDOW_KEYS = (
     "previous_offset_chars",
     "next_cursor",
     "previous_cursor",
+    "next_match_cursor",
 )
 """The keys of the §3 envelope's `window` object, in order."""
 

@@ -30,6 +30,11 @@ Rules:
    version byte (`PAGE_VERSION`): `version | key id | JSON [connection, stream, record id] |
    mac`, the MAC over the page binding (grant and query, `query.page_binding`) too. A page
    cursor is never accepted as a window cursor, nor the reverse.
+6. Match cursors (`mint_match`/`open_match`, `MATCH_VERSION`) continue a match window at its
+   next occurrence: `version | key id | digest prefix | varints from, before, after, limit (0:
+   none) | the needle as written (UTF-8) | mac`, MACed over the window binding (record, field,
+   grant) like a window cursor, so the same rules hold: another record, field or grant is
+   `invalid_cursor`; a changed field is `stale_cursor`.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ __all__ = [
 
 VERSION = 1
 PAGE_VERSION = 2
+MATCH_VERSION = 3
 _MAX_PAGE_TOKEN_CHARS = 16384
 MAX_CURSOR_OFFSET = 2**63 - 1
 _PREFIX_BYTES = 16
@@ -263,17 +269,7 @@ def open_page(codec: CursorCodec, token: object, binding: bytes) -> tuple[str, s
     """The hit key a page cursor names, or `invalid_cursor` (also when used for another grant,
     query or filter: the binding is part of the MAC)."""
     _check_binding(binding)
-    if not isinstance(token, str) or not token:
-        raise _page_invalid("must be a non-empty string")
-    if len(token) > _MAX_PAGE_TOKEN_CHARS or len(token) % 4 == 1:
-        raise _page_invalid("has the wrong length")
-    if not _TOKEN_ALPHABET.fullmatch(token):
-        raise _page_invalid("is not base64url")
-    data = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    if _b64encode(data) != token:
-        raise _page_invalid("is not canonical")
-    if len(data) < 2 + _MAC_BYTES or data[0] != PAGE_VERSION:
-        raise _page_invalid("is not a search page cursor")
+    data = _decode_long(token, PAGE_VERSION)
     keys = [key for key in (codec.active, *codec.previous) if key.key_id == data[1]]
     header, body, mac = data[:2], data[2:-_MAC_BYTES], data[-_MAC_BYTES:]
     if not any(hmac.compare_digest(_mac(key, header, binding, body), mac) for key in keys):
@@ -285,6 +281,89 @@ def open_page(codec: CursorCodec, token: object, binding: bytes) -> tuple[str, s
     if not (isinstance(value, list) and len(value) == 3 and all(isinstance(v, str) for v in value)):
         raise _page_invalid("is malformed")
     return value[0], value[1], value[2]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchCursorState:
+    """What an authentic match cursor says: continue `q` from `from_chars` in the field whose
+    digest starts with `digest_prefix`, with the window arguments of the first read."""
+
+    digest_prefix: bytes
+    from_chars: int
+    before_chars: int
+    after_chars: int
+    limit_chars: int | None
+    q: str
+
+
+def _decode_long(token: object, version: int) -> bytes:
+    if not isinstance(token, str) or not token:
+        raise _page_invalid("must be a non-empty string")
+    if len(token) > _MAX_PAGE_TOKEN_CHARS or len(token) % 4 == 1:
+        raise _page_invalid("has the wrong length")
+    if not _TOKEN_ALPHABET.fullmatch(token):
+        raise _page_invalid("is not base64url")
+    data = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    if _b64encode(data) != token:
+        raise _page_invalid("is not canonical")
+    if len(data) < 2 + _MAC_BYTES or data[0] != version:
+        raise _page_invalid("has an unknown version")
+    return data
+
+
+def token_version(token: object) -> int | None:
+    """The version byte a cursor token claims (1 window, 2 search page, 3 match), or None."""
+    if not isinstance(token, str) or len(token) < 4 or not _TOKEN_ALPHABET.fullmatch(token[:4]):
+        return None
+    return base64.urlsafe_b64decode(token[:4])[0]
+
+
+def claimed_key_id(token: str) -> int | None:
+    """The key id a page or match cursor claims, or None (a cheap look, like `key_id_of`)."""
+    if not isinstance(token, str) or len(token) < 4 or not _TOKEN_ALPHABET.fullmatch(token[:4]):
+        return None
+    return base64.urlsafe_b64decode(token[:4])[1]
+
+
+def mint_match(codec: CursorCodec, binding: bytes, digest: str, state: MatchCursorState) -> str:
+    _check_binding(binding)
+    prefix = _digest_prefix(digest)
+    if prefix is None:
+        raise ValueError("digest must be 'sha256:' and 64 lowercase hex digits")
+    header = bytes((MATCH_VERSION, codec.active.key_id))
+    body = (
+        prefix
+        + _varint(state.from_chars)
+        + _varint(state.before_chars)
+        + _varint(state.after_chars)
+        + _varint(state.limit_chars or 0)
+        + state.q.encode("utf-8")
+    )
+    return _b64encode(header + body + _mac(codec.active, header, binding, body))
+
+
+def open_match(codec: CursorCodec, token: object, binding: bytes) -> MatchCursorState:
+    _check_binding(binding)
+    data = _decode_long(token, MATCH_VERSION)
+    keys = [key for key in (codec.active, *codec.previous) if key.key_id == data[1]]
+    header, body, mac = data[:2], data[2:-_MAC_BYTES], data[-_MAC_BYTES:]
+    if not any(hmac.compare_digest(_mac(key, header, binding, body), mac) for key in keys):
+        raise _invalid("is not valid for this record, field and grant")
+    if len(body) < _PREFIX_BYTES + 4:
+        raise _invalid("is truncated")
+    pos = _PREFIX_BYTES
+    numbers = []
+    for _ in range(4):
+        value, pos = _read_varint(body, pos, _OFFSET_MAX_BYTES)
+        numbers.append(value)
+    try:
+        q = body[pos:].decode("utf-8")
+    except UnicodeDecodeError:
+        raise _invalid("is malformed") from None
+    start, before, after, limit = numbers
+    if not q or limit > MAX_LIMIT_CHARS:
+        raise _invalid("is malformed")
+    return MatchCursorState(body[:_PREFIX_BYTES], start, before, after, limit or None, q)
 
 
 def key_id_of(token: object) -> int | None:

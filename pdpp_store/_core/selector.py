@@ -50,9 +50,15 @@ class SelectorArgs(TypedDict, total=False):
     after_chars: Annotated[
         int | None, SelectorArg("Context after the match (default 2048).", "--after")
     ]
+    occurrence: Annotated[
+        int | None,
+        SelectorArg("Which occurrence of q to centre on (1-based, default 1).", "--occurrence"),
+    ]
     cursor: Annotated[
         str | None,
-        SelectorArg("Continue from a window's next or previous cursor.", "--cursor", in_uri=True),
+        SelectorArg(
+            "Continue from a window's next, previous or next-match cursor.", "--cursor", in_uri=True
+        ),
     ]
 
 

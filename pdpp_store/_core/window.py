@@ -5,10 +5,10 @@ Owns: parsing the selector arguments of `read_field_window` (named in `_core.sel
 (`pdpp_store.evidence.window`).
 
 Rules:
-1. One selector: `cursor` excludes `offset_chars`, `q`, `before_chars` and `after_chars`; `q`
-   excludes `offset_chars`; `before_chars`/`after_chars` require `q`. No arguments at all means
-   offset 0, limit 4096. Every violation is `invalid_window` (400) with `param` naming the
-   parameter at fault.
+1. One selector: `cursor` excludes `offset_chars`, `q`, `before_chars`, `after_chars` and
+   `occurrence`; `q` excludes `offset_chars`; `before_chars`/`after_chars` and `occurrence`
+   require `q`. No arguments at all means offset 0, limit 4096. Every violation is
+   `invalid_window` (400) with `param` naming the parameter at fault.
 2. Integers are real `int`s (a `bool` is refused). `limit_chars` above `MAX_LIMIT_CHARS` is
    clamped, with the warning `{"code": "limit_clamped", "param": "limit_chars"}`;
    `before_chars`/`after_chars` above `MAX_CONTEXT_CHARS` are refused, not clamped.
@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_LIMIT_CHARS",
     "MAX_CONTEXT_CHARS",
     "MAX_LIMIT_CHARS",
+    "MAX_OCCURRENCE",
     "MAX_QUERY_CHARS",
     "CursorSelector",
     "MatchSelector",
@@ -51,6 +52,9 @@ MAX_LIMIT_CHARS = 16384
 DEFAULT_CONTEXT_CHARS = 2048
 MAX_CONTEXT_CHARS = 8192
 MAX_QUERY_CHARS = 1024
+MAX_OCCURRENCE = 10_000
+"""`occurrence` walks the occurrences before it one statement each (the index makes each cheap);
+beyond this, an agent follows `next_match_cursor` from a later window instead."""
 
 Warning_ = dict[str, str]
 
@@ -100,6 +104,9 @@ class MatchSelector:
     before_chars: int = DEFAULT_CONTEXT_CHARS
     after_chars: int = DEFAULT_CONTEXT_CHARS
     limit_chars: int | None = None
+    occurrence: int = 1
+    """Which occurrence (1-based): every position where the folded `q` starts counts, so
+    occurrences may overlap ("aa" occurs 3 times in "aaaa")."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.q, str) or not self.q:
@@ -113,6 +120,7 @@ class MatchSelector:
         _check_int(self.before_chars, "before_chars", 0, MAX_CONTEXT_CHARS)
         _check_int(self.after_chars, "after_chars", 0, MAX_CONTEXT_CHARS)
         _check_optional_limit(self.limit_chars)
+        _check_int(self.occurrence, "occurrence", 1, MAX_OCCURRENCE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,19 +147,25 @@ def parse_selector(**args: object) -> tuple[Selector, tuple[Warning_, ...]]:
     offset_chars, limit_chars = args.get("offset_chars"), args.get("limit_chars")
     q, cursor = args.get("q"), args.get("cursor")
     before_chars, after_chars = args.get("before_chars"), args.get("after_chars")
+    occurrence = args.get("occurrence")
     if cursor is not None:
         for param, value in (
             ("offset_chars", offset_chars),
             ("q", q),
             ("before_chars", before_chars),
             ("after_chars", after_chars),
+            ("occurrence", occurrence),
         ):
             if value is not None:
                 raise _invalid(param, "cannot be combined with cursor")
     if q is not None and offset_chars is not None:
         raise _invalid("offset_chars", "cannot be combined with q")
     if q is None:
-        for param, value in (("before_chars", before_chars), ("after_chars", after_chars)):
+        for param, value in (
+            ("before_chars", before_chars),
+            ("after_chars", after_chars),
+            ("occurrence", occurrence),
+        ):
             if value is not None:
                 raise _invalid(param, "requires q")
 
@@ -173,7 +187,8 @@ def parse_selector(**args: object) -> tuple[Selector, tuple[Warning_, ...]]:
             raise _invalid("q", "must be a non-empty string")
         before = _context_chars(before_chars, "before_chars")
         after = _context_chars(after_chars, "after_chars")
-        selector = MatchSelector(q, before, after, limit)
+        which = 1 if occurrence is None else _check_int(occurrence, "occurrence", 1, MAX_OCCURRENCE)
+        selector = MatchSelector(q, before, after, limit, which)
     else:
         offset = 0 if offset_chars is None else _check_int(offset_chars, "offset_chars", 0)
         selector = OffsetSelector(offset, DEFAULT_LIMIT_CHARS if limit is None else limit)

@@ -22,11 +22,17 @@ from dataclasses import field as dataclass_field
 from typing import Any
 
 from pdpp_store._core.cursor import (
+    MATCH_VERSION,
     CursorCodec,
     CursorState,
+    MatchCursorState,
+    claimed_key_id,
     codec_for_stored_keys,
     cursor_binding,
     key_id_of,
+    mint_match,
+    open_match,
+    token_version,
 )
 from pdpp_store._core.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from pdpp_store._core.fields import FieldKind
@@ -317,8 +323,21 @@ def read_field_window(
         grant.fingerprint(ref.stream), ref.connection_id, ref.stream, ref.record_id, path
     )
     match: tuple[int, int] | None = None
+    from_chars, bound = 0, None
+    if isinstance(chosen, CursorSelector) and token_version(chosen.cursor) == MATCH_VERSION:
+        yield from _current_keys(ctx, chosen.cursor)
+        continued = open_match(ctx.codec, chosen.cursor, binding)
+        from_chars, bound = continued.from_chars, "sha256:" + continued.digest_prefix.hex()
+        chosen = MatchSelector(
+            continued.q,
+            continued.before_chars,
+            continued.after_chars,
+            chosen.limit_chars or continued.limit_chars,
+        )
     if isinstance(chosen, MatchSelector):
-        bounds, rows = yield from _find(ref, path, stream_grant, chosen)
+        bounds, rows = yield from _find(
+            ref, path, stream_grant, chosen, from_chars=from_chars, bound=bound
+        )
         match = (bounds.match_start, bounds.match_start + len(chosen.q))
         start, limit = bounds.start, bounds.limit
         if bounds.clamped and limit_clamped_warning() not in warnings:
@@ -326,9 +345,7 @@ def read_field_window(
         prefix: str | None = None  # the window was cut from the text the match was found in
     else:
         if isinstance(chosen, CursorSelector):
-            if ctx.stored_keys and ctx.keys_due(key_id_of(chosen.cursor)):
-                # Another process may have rotated or retired keys since they were loaded.
-                ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
+            yield from _current_keys(ctx, chosen.cursor)
             state: CursorState = ctx.codec.open(chosen.cursor, binding)
             start, limit = state.offset_chars, chosen.limit_chars or state.limit_chars
             prefix = state.digest_start
@@ -370,29 +387,76 @@ def read_field_window(
         if start > 0
         else None,
         warnings=tuple(warnings),
+        next_match_cursor=mint_match(
+            ctx.codec,
+            binding,
+            info.digest,
+            MatchCursorState(
+                b"",
+                match[0] + 1,
+                chosen.before_chars,
+                chosen.after_chars,
+                chosen.limit_chars,
+                chosen.q,
+            ),
+        )
+        if match is not None and isinstance(chosen, MatchSelector) and match[1] < info.size_chars
+        else None,
     )
+
+
+def _current_keys(ctx: ReadContext, cursor: str) -> Op[None]:
+    """Another process may have rotated or retired keys since they were loaded (a window
+    cursor's or a match cursor's claimed key id, see `ReadContext.keys_due`)."""
+    claimed = key_id_of(cursor) if token_version(cursor) == 1 else claimed_key_id(cursor)
+    if ctx.stored_keys and ctx.keys_due(claimed):
+        ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
 
 
 def _find(
-    ref: RecordRef, path: str, stream_grant: StreamGrant, chosen: MatchSelector
+    ref: RecordRef,
+    path: str,
+    stream_grant: StreamGrant,
+    chosen: MatchSelector,
+    *,
+    from_chars: int = 0,
+    bound: str | None = None,
 ) -> Op[tuple[sql.MatchBounds, Rows]]:
-    """Steps 7, 8 and 10 for a match: the window around the first case-folded occurrence of
-    `q` (its bounds, and its rows as `field_window`'s), in one statement. When nothing matched,
-    the field's metadata says which check failed first."""
-    found = yield sql.match_window(
-        ref,
-        path,
-        stream_grant,
-        needle=fold(chosen.q),
-        before=chosen.before_chars,
-        after=chosen.after_chars,
-        limit=chosen.limit_chars,
-    )
-    if found:
-        return sql.match_bounds(found[0]), found
-    _text_like(_present((yield sql.field_meta(ref, path, stream_grant)), ref, path), ref)
+    """Steps 7, 8, 9 and 10 for a match: the window around the `occurrence`-th case-folded
+    occurrence of `q` at or after `from_chars` (its bounds, and its rows as `field_window`'s).
+    Each occurrence before it is one statement (a hop, bound to the digest the first hop saw,
+    so every hop reads the same text); the last cuts the window too. When nothing matched, the
+    field's metadata says which check failed first (with `bound`, a changed field is a stale
+    cursor, its text never read)."""
+    needle = fold(chosen.q)
+    for hop in range(chosen.occurrence):
+        last = hop == chosen.occurrence - 1
+        found = yield sql.match_window(
+            ref,
+            path,
+            stream_grant,
+            needle=needle,
+            before=chosen.before_chars if last else 0,
+            after=chosen.after_chars if last else 0,
+            limit=chosen.limit_chars if last else 1,
+            from_chars=from_chars,
+            digest_prefix=bound,
+        )
+        if not found:
+            break
+        bounds = sql.match_bounds(found[0])
+        if last:
+            return bounds, found
+        from_chars, bound = bounds.match_start + 1, str(found[0]["digest"])
+    info = _text_like(_present((yield sql.field_meta(ref, path, stream_grant)), ref, path), ref)
+    if bound is not None and not info.digest.startswith(bound):
+        raise _stale(info)
     raise NotFound(
-        "query_not_found", f"q does not occur in field {path!r} of record {ref.id!r}", param="q"
+        "query_not_found",
+        f"q does not occur in field {path!r} of record {ref.id!r}"
+        + (" that often" if chosen.occurrence > 1 else "")
+        + (" after the previous match" if from_chars else ""),
+        param="q",
     )
 
 

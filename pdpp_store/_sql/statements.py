@@ -468,10 +468,13 @@ def _haystack_at(chunks: Any, long_needle: bool) -> ColumnElement[str]:
 
 @cache
 def _match_scan(
-    shape: GrantShape, long_needle: bool, indexed: bool, caps: Capabilities
+    shape: GrantShape, long_needle: bool, indexed: bool, bound: bool, caps: Capabilities
 ) -> Select[Any]:
-    """The first chunk whose folded text, extended by the next chunk's first `len(q) - 1` code
-    points, contains the folded needle; the 1-based position there; and the field's digest.
+    """The first occurrence of the folded needle at or after code point `m_from` (in chunk
+    `m_first`): the chunk whose folded text, extended by the next chunk's first `len(q) - 1`
+    code points, holds it; the 1-based position there; and the field's digest. With `bound`, the
+    field must still have the digest `m_prefix` starts (a match cursor's, or an earlier hop's),
+    so changed text is never searched, let alone returned.
     The field and grant checks are uncorrelated, so they run once per statement, not once per
     chunk. Two branches tried in order, the second only when the first found nothing:
 
@@ -492,7 +495,11 @@ def _match_scan(
     the full primary key: one index probe per chunk read.
     """
     the_field = and_(_record_is(fields), fields.c.path == bindparam("f_path"))
-    field_is_text = exists().where(the_field, _kind_in(text_like=True))
+    field_checks = [the_field, _kind_in(text_like=True)]
+    if bound:
+        current = func.substr(fields.c.digest, 1, bindparam("m_prefix_len", type_=Integer))
+        field_checks.append(current == bindparam("m_prefix", type_=Text()))
+    field_is_text = exists().where(*field_checks)
     record_is_visible = exists().where(_record_is(), visible_records(shape))
     digest = select(fields.c.digest).where(the_field).scalar_subquery().label("digest")
     checks = (
@@ -505,26 +512,33 @@ def _match_scan(
     here: ColumnElement[str] = func.coalesce(field_chunks.c.folded, field_chunks.c.text)
     needle = bindparam("m_needle", type_=Text())
     stop = bindparam("m_stop", type_=Integer)
+    # Within `m_from`'s chunk, only what starts at or after it (`skip` is 0 in later chunks).
+    skip = greatest(bindparam("m_from", type_=Integer) - field_chunks.c.chunk_no * CHUNK_CHARS, 0)
+    first = field_chunks.c.chunk_no >= bindparam("m_first", type_=Integer)
     # The scan's range: with the index, the chunks before `m_stop`; a streamed `lead()` also
     # reads chunk `m_stop` itself, for the head of the text after the last scanned chunk.
     scanned = (field_chunks.c.chunk_no < stop,) if indexed else ()
     if long_needle and caps.streams_window_functions:
         following = func.lead(here).over(order_by=field_chunks.c.chunk_no)
         ahead = func.substr(following, 1, _OVERLAP)
-        position = strpos(here + func.coalesce(ahead, ""), needle)
+        found = strpos(func.substr(here + func.coalesce(ahead, ""), skip + 1), needle)
         read = (field_chunks.c.chunk_no <= stop,) if indexed else ()
-        hits = select(chunk_no, position.label("position")).where(*checks, *read).subquery("hits")
+        hits = (
+            select(chunk_no, found.label("found"), (skip + found).label("position"))
+            .where(*checks, first, *read)
+            .subquery("hits")
+        )
         scan = (
             select(hits.c.chunk_no, hits.c.position, digest)
-            .where(hits.c.position > 0, *((hits.c.chunk_no < stop,) if indexed else ()))
+            .where(hits.c.found > 0, *((hits.c.chunk_no < stop,) if indexed else ()))
             .order_by(hits.c.chunk_no)
             .limit(1)
         )
     else:
-        position = strpos(_haystack_at(field_chunks, long_needle), needle)
+        found = strpos(func.substr(_haystack_at(field_chunks, long_needle), skip + 1), needle)
         scan = (
-            select(chunk_no, position.label("position"), digest)
-            .where(*checks, *scanned, position > 0)
+            select(chunk_no, (skip + found).label("position"), digest)
+            .where(*checks, first, *scanned, found > 0)
             .order_by(field_chunks.c.chunk_no)
             .limit(1)
         )
@@ -621,13 +635,18 @@ def match_window(
     before: int,
     after: int,
     limit: int | None,
+    from_chars: int = 0,
+    digest_prefix: str | None = None,
     use_index: bool = True,
 ) -> Execute:
     """A match window in one statement: the scan (`_match_scan`), then the window around its hit
     cut from the chunks of the very text it was found in (joined by digest). Each row carries
     the window's bounds (decoded by `match_bounds`), then the columns of `field_window`'s rows.
     No row: nothing matched, or the record, field or kind does not allow a match (`field_meta`
-    tells which). `use_index=False` scans every chunk (the benchmarks' baseline)."""
+    tells which). The occurrence found is the first at or after `from_chars`, in a field whose
+    digest still starts with `digest_prefix` when given. `use_index=False` scans every chunk
+    (the benchmarks' baseline)."""
+    first = from_chars // CHUNK_CHARS
     params = {
         **_record_params(ref, path),
         **grant_params(grant),
@@ -637,14 +656,20 @@ def match_window(
         "m_after": after,
         "m_q_len": len(needle),
         "m_limit": limit,
+        "m_from": from_chars,
+        "m_first": first,
     }
+    if digest_prefix is not None:
+        params["m_prefix"] = digest_prefix
+        params["m_prefix_len"] = len(digest_prefix)
     indexed = use_index and len(needle) >= MIN_INDEXED_NEEDLE
     if indexed:
-        params["m_stop"] = SCAN_CHUNKS
+        params["m_stop"] = first + SCAN_CHUNKS
         params["m_fts"] = fts_query(needle)
         params["m_like"] = like_pattern(needle[: LOOKAHEAD_CHARS + 1])
     shape, long_needle = GrantShape.of(grant), len(needle) - 1 > LOOKAHEAD_CHARS
-    return Execute(partial(_match_window, shape, long_needle, indexed), params)
+    bound = digest_prefix is not None
+    return Execute(partial(_match_window, shape, long_needle, indexed, bound), params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -670,13 +695,15 @@ def match_bounds(row: Row) -> MatchBounds:
 
 @cache
 def _match_window(
-    shape: GrantShape, long_needle: bool, indexed: bool, caps: Capabilities
+    shape: GrantShape, long_needle: bool, indexed: bool, bound: bool, caps: Capabilities
 ) -> Select[Any]:
     # The hit is materialised and every value taken from it is an uncorrelated scalar subquery,
     # so each is computed once and the window's chunk range reaches the primary-key index as a
     # bound, exactly as in `field_window`. (Joined instead, a planner without statistics was
     # seen to walk all the chunks and test the range on each.)
-    hit = _match_scan(shape, long_needle, indexed, caps).cte("hit").prefix_with("MATERIALIZED")
+    hit = (
+        _match_scan(shape, long_needle, indexed, bound, caps).cte("hit").prefix_with("MATERIALIZED")
+    )
     match_start = hit.c.chunk_no * CHUNK_CHARS + hit.c.position - 1
     start = greatest(match_start - bindparam("m_before", type_=Integer), 0)
     wanted = func.coalesce(

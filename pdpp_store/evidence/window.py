@@ -45,6 +45,9 @@ class FieldWindow:
     next_cursor: str | None = None
     previous_cursor: str | None = None
     warnings: tuple[dict[str, str], ...] = ()
+    next_match_cursor: str | None = None
+    """On a match window: reads the next occurrence of the same `q` (null when none can exist:
+    the match ends the field). Not proven to exist: reading it may be `query_not_found`."""
 
     JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
         "FieldWindow",
@@ -70,6 +73,7 @@ class FieldWindow:
                     "previous_offset_chars",
                     "next_cursor",
                     "previous_cursor",
+                    "next_match_cursor",
                 ],
                 "properties": {
                     "text": {"type": "string"},
@@ -85,6 +89,7 @@ class FieldWindow:
                     "previous_offset_chars": nullable(_OFFSET),
                     "next_cursor": _CURSOR,
                     "previous_cursor": _CURSOR,
+                    "next_match_cursor": _CURSOR,
                 },
                 "additionalProperties": False,
             },
@@ -130,6 +135,8 @@ class FieldWindow:
             raise ValueError("next_cursor must be set exactly when next_offset_chars is")
         if (self.previous_cursor is None) != (self.previous_offset_chars is None):
             raise ValueError("previous_cursor must be set exactly when previous_offset_chars is")
+        if self.next_match_cursor is not None and self.match_start_chars is None:
+            raise ValueError("next_match_cursor belongs to match windows")
 
     @property
     def record(self) -> RecordRef:
@@ -197,6 +204,7 @@ class FieldWindow:
                 "previous_offset_chars": self.previous_offset_chars,
                 "next_cursor": self.next_cursor,
                 "previous_cursor": self.previous_cursor,
+                "next_match_cursor": self.next_match_cursor,
             },
             "next": None if after is None else after.to_dict(),
             "previous": None if before is None else before.to_dict(),

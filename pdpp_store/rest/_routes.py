@@ -83,7 +83,13 @@ WINDOW_PARAMS = Params(
         "Context after the match (default 2048).",
         bounds={"minimum": 0, "maximum": 8192},
     ),
-    Param("cursor", str, "A next_cursor or previous_cursor to continue from."),
+    Param(
+        "occurrence",
+        int,
+        "Which occurrence of q to centre on (1-based, default 1).",
+        bounds={"minimum": 1, "maximum": 10000},
+    ),
+    Param("cursor", str, "A next_cursor, previous_cursor or next_match_cursor to continue from."),
     Param(
         "If-Match",
         str,
@@ -173,6 +179,7 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
             q=args["q"],
             before_chars=args["before_chars"],
             after_chars=args["after_chars"],
+            occurrence=args["occurrence"],
             cursor=args["cursor"],
         )
         tag = etag(window.field.digest)

@@ -428,3 +428,117 @@ def test_late_matches_through_the_index_and_after_rewrites(store: StoreFront) ->
     store.upsert_records(MAILBOX, "message_bodies", [{**body("late", ""), "body_text": None}])
     store.upsert_records(MAILBOX, "message_bodies", [body("late", content)])
     assert_match(_match(store, "late", "xylophone"), content, placed["XyLoPhOnE"], 9)
+
+
+# -- every occurrence: `occurrence` and `next_match_cursor` --------------------------------------
+
+
+def _occurrences(text: str, q: str) -> list[int]:
+    """The oracle: every position where the folded `q` starts in the folded text (overlapping)."""
+    folded, needle, found = fold(text), fold(q), []
+    at = folded.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = folded.find(needle, at + 1)
+    return found
+
+
+def test_every_occurrence_by_number_and_by_next_match_cursor(store: StoreFront) -> None:
+    from pdpp_store._sql.statements import SCAN_CHUNKS
+
+    setup_mailbox(store)
+    size = (SCAN_CHUNKS + 6) * CHUNK_CHARS
+    text = list(FILLER * (size // len(FILLER) + 1))[:size]
+    for at in (7, 2000, CHUNK_CHARS - 3, SCAN_CHUNKS * CHUNK_CHARS - 2, size - 40, size - 38):
+        text[at : at + 6] = "Needle"
+    text[100:104] = "aaaa"
+    content = "".join(text)
+    store.upsert_records(MAILBOX, "message_bodies", [body("many", content)])
+    for q in ("needle", "NEEDLE", "aa", "edl"):
+        expected = _occurrences(content, q)
+        assert expected
+        by_number = [
+            _match(store, "many", q, occurrence=n, before_chars=3, after_chars=3)["window"][
+                "match_start_chars"
+            ]
+            for n in range(1, len(expected) + 1)
+        ]
+        assert by_number == expected
+        with pytest.raises(StoreError) as caught:
+            _match(store, "many", q, occurrence=len(expected) + 1)
+        assert_store_error(caught.value, "query_not_found", 404, "q")
+
+        walked, envelope = [], _match(store, "many", q, before_chars=3, after_chars=3)
+        while True:
+            window = assert_match(
+                envelope,
+                content,
+                envelope["window"]["match_start_chars"],
+                len(q),
+                before=3,
+                after=3,
+            )
+            walked.append(window["match_start_chars"])
+            follow = window["next_match_cursor"]
+            if follow is None:
+                assert window["match_end_chars"] == len(content)
+                break
+            try:
+                envelope = store.read_field_window(
+                    OWNER, ref_id("many"), BODY, cursor=follow
+                ).to_dict()
+            except StoreError as error:
+                assert_store_error(error, "query_not_found", 404, "q")
+                break
+        assert walked == expected
+
+
+def test_occurrence_and_match_cursor_rules(store: StoreFront) -> None:
+    setup_mailbox(store)
+    text = "one two one two one"
+    store.upsert_records(MAILBOX, "message_bodies", [body("r", text), body("s", text)])
+    for bad in (0, -1, True, "2", 10_001):
+        with pytest.raises(StoreError) as caught:
+            _match(store, "r", "one", occurrence=bad)
+        assert_store_error(caught.value, "invalid_window", 400, "occurrence")
+    with pytest.raises(StoreError) as caught:
+        store.read_field_window(OWNER, ref_id("r"), BODY, occurrence=2)
+    assert_store_error(caught.value, "invalid_window", 400, "occurrence")
+    first = _match(store, "r", "two", before_chars=0, after_chars=0)
+    follow = first["window"]["next_match_cursor"]
+    assert follow
+    with pytest.raises(StoreError) as caught:
+        store.read_field_window(OWNER, ref_id("r"), BODY, cursor=follow, occurrence=2)
+    assert_store_error(caught.value, "invalid_window", 400, "occurrence")
+    # Bound to the record, the field and the grant like every cursor.
+    with pytest.raises(StoreError) as caught:
+        store.read_field_window(OWNER, ref_id("s"), BODY, cursor=follow)
+    assert_store_error(caught.value, "invalid_cursor", 400, "cursor")
+    with pytest.raises(StoreError) as caught:
+        store.read_field_window(OWNER, ref_id("r"), "id", cursor=follow)
+    assert_store_error(caught.value, "invalid_cursor", 400, "cursor")
+    other = grant_for_fields([BODY, "id"])
+    with pytest.raises(StoreError) as caught:
+        store.read_field_window(other, ref_id("r"), BODY, cursor=follow)
+    assert_store_error(caught.value, "invalid_cursor", 400, "cursor")
+    second = store.read_field_window(OWNER, ref_id("r"), BODY, cursor=follow).to_dict()["window"]
+    assert (second["match_start_chars"], second["text"]) == (12, "two")
+    assert second["next_match_cursor"]
+    with pytest.raises(StoreError) as caught:
+        store.read_field_window(OWNER, ref_id("r"), BODY, cursor=second["next_match_cursor"])
+    assert_store_error(caught.value, "query_not_found", 404, "q")
+    # The field changed since: stale, with the current digest.
+    store.upsert_records(MAILBOX, "message_bodies", [body("r", "two two two")])
+    with pytest.raises(StoreError) as caught:
+        store.read_field_window(OWNER, ref_id("r"), BODY, cursor=follow)
+    assert_store_error(caught.value, "stale_cursor", 409, "cursor")
+    # A match ending the field has no next match.
+    last = _match(store, "s", "one", occurrence=3)["window"]
+    assert last["match_end_chars"] == len(text)
+    assert last["next_match_cursor"] is None
+
+
+def grant_for_fields(fields: list[str]) -> Any:
+    from _data import grant
+
+    return grant({"name": "message_bodies", "instance_ids": [MAILBOX], "fields": fields})

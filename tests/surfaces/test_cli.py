@@ -480,8 +480,16 @@ def test_demo_walks_every_step_of_the_ladder(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert (tmp_path / "demo.db").exists()
-    for step in range(1, 8):
+    for step in range(8):
         assert f"({step}) " in out
+    hit = re.search(r"evidence: body_text ([\d,]+)\N{EN DASH}([\d,]+) of", out)
+    assert hit is not None
+    read = re.search(r"match at ([\d,]+)\N{EN DASH}([\d,]+): the same place", out)
+    assert read is not None
+    assert read.groups() == hit.groups()  # the continuation shows the evidence's match
+    following = re.search(r"match at ([\d,]+)\N{EN DASH}[\d,]+ of the window", out)
+    assert following is not None
+    assert int(following[1].replace(",", "")) > int(hit[1].replace(",", ""))
     for code in ("field_not_granted", "field_not_text", "stale_cursor"):
         assert f'"code": "{code}"' in out
     assert '"preview_status": "truncated"' in out
@@ -518,3 +526,22 @@ def test_demo_runs_again_on_the_same_database(tmp_path: Path) -> None:
 def test_demo_refuses_db_and_dir_together(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["demo", "--db", "sqlite://", "--dir", str(tmp_path)])
     assert result.exit_code == 2
+
+
+def test_read_field_window_occurrence_and_next_match(url: str, tmp_path: Path) -> None:
+    path = tmp_path / "rep.jsonl"
+    path.write_text(jsonl(body("rep", "one two one two one")), encoding="utf-8")
+    assert run(url, "ingest", "--quiet", MAILBOX, "message_bodies", str(path)).exit_code == 0
+    ref = f"{MAILBOX}/message_bodies:rep"
+    third = window(url, ref, "body_text", "--q", "ONE", "--occurrence", "3", "--before", "0")
+    assert third["window"]["match_start_chars"] == 16
+    assert third["window"]["next_match_cursor"] is None
+    first = window(url, ref, "body_text", "--q", "two", "--before", "0", "--after", "0")
+    follow = first["window"]["next_match_cursor"]
+    second = window(url, ref, "body_text", "--cursor", follow)
+    assert (second["window"]["match_start_chars"], second["window"]["text"]) == (12, "two")
+    shown = run(url, "read", "field-window", ref, "body_text", "--q", "two", "--format", "text")
+    assert shown.exit_code == 0, shown.stderr
+    bad = run(url, "read", "field-window", ref, "body_text", "--occurrence", "2")
+    assert bad.exit_code == 1
+    assert envelope(bad)["param"] == "occurrence"

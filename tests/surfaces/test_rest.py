@@ -112,6 +112,25 @@ async def test_match_windows_and_connection_id_are_passed_through(site: Site) ->
     assert response.json()["connection_id"] == MAILBOX
 
 
+async def test_occurrence_and_next_match_cursor_are_passed_through(site: Site) -> None:
+    """`occurrence` (CONTRACT §10) reads the n-th match; `next_match_cursor` the one after."""
+    q = "e"
+    from pdpp_store import fold
+
+    starts = [n for n, char in enumerate(fold(TEXT)) if char == q][:3]
+    params = {"field": BODY, "q": q, "before_chars": 0, "after_chars": 0}
+    second = await site.get(OWNER, window_path(), {**params, "occurrence": 2})
+    assert second.status_code == 200, second.text
+    assert second.json()["window"]["match_start_chars"] == starts[1]
+    follow = second.json()["window"]["next_match_cursor"]
+    third = await site.get(OWNER, window_path(), {"field": BODY, "cursor": follow})
+    assert third.status_code == 200, third.text
+    assert third.json()["window"]["match_start_chars"] == starts[2]
+    for bad in ("0", "x", "10001"):
+        response = await site.get(OWNER, window_path(), {**params, "occurrence": bad})
+        assert error_of(response, 400, "invalid_window")["param"] == "occurrence"
+
+
 async def test_cursor_paging_reconstructs_a_3_million_character_field(site: Site) -> None:
     text = big_text(3_000_000, mixed=True)
     await site.store.upsert_records(MAILBOX, "message_bodies", [body("huge", text)])

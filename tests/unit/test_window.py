@@ -232,6 +232,7 @@ def test_envelope_shape() -> None:
         "previous_offset_chars": None,
         "next_cursor": "n",
         "previous_cursor": None,
+        "next_match_cursor": None,
     }
     assert envelope["meta"] == {"warnings": [CLAMPED]}
 
