@@ -583,15 +583,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     target.write_text(render(run, args.out, args.note) + kept, encoding="utf-8")
 
 
+SEARCH_START = "<!-- search-index:start -->"
+SEARCH_END = "<!-- search-index:end -->"
+"""The search section (benchmarks/test_search.py, run by hand at full size) is kept too."""
+
+
 def _kept_block(path: Path) -> str:
-    """The `serve_load` block of an existing report, to carry over into the new one."""
+    """The `serve_load` and search blocks of an existing report, carried over into the new one."""
     from .serve_load import END, START
 
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    if START not in old or END not in old:
-        return ""
-    block = old[old.index(START) : old.index(END) + len(END)]
-    return "\n" + block + "\n"
+    kept = ""
+    for start, end in ((SEARCH_START, SEARCH_END), (START, END)):
+        if start in old and end in old:
+            kept += "\n" + old[old.index(start) : old.index(end) + len(end)] + "\n"
+    return kept
 
 
 if __name__ == "__main__":
