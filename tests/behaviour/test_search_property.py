@@ -1,5 +1,5 @@
 """Search against a pure-Python oracle (§9), on both databases: drawn records, grants, queries,
-and page sizes.
+page sizes and scan lengths (so both phases, the scan and the index, answer).
 
 The oracle reads the contract alone: a record matches when every folded term occurs in the folded
 text of one of its searchable granted fields (the manifest's lexical fields the grant covers);
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from typing import Any
+from unittest import mock
 
 from _data import manifest, on_one_store
 from hypothesis import given
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from pdpp_store import Grant, Store, fold
 from pdpp_store._core.values import CHUNK_CHARS
+from pdpp_store._ops import search as search_ops
 
 MS = "messages"
 LEXICAL = ("subject", "from_name", "from_email", "snippet")  # gmail's, in manifest order
@@ -69,6 +71,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         "granted": granted,
         "terms": terms,
         "limit": draw(st.integers(1, 4)),
+        "scan": draw(st.sampled_from([1, 2, 1000])),
     }
 
 
@@ -126,13 +129,14 @@ def test_search_equals_the_oracle(each_database: Store, scenario: dict[str, Any]
     grant = Grant.from_dict({"grant_id": "g-prop", "streams": [stream]})
 
     pages, cursor = [], None
-    while True:
-        page = store.search(grant, q, limit=scenario["limit"], cursor=cursor).to_dict()
-        pages.append(page)
-        assert len(page["data"]) <= scenario["limit"]
-        if not page["has_more"]:
-            break
-        cursor = page["next_cursor"]
+    with mock.patch.object(search_ops, "SCAN_RECORDS", scenario["scan"]):
+        while True:
+            page = store.search(grant, q, limit=scenario["limit"], cursor=cursor).to_dict()
+            pages.append(page)
+            assert len(page["data"]) <= scenario["limit"]
+            if not page["has_more"]:
+                break
+            cursor = page["next_cursor"]
     hits = [hit for page in pages for hit in page["data"]]
     expected = _oracle(scenario["records"], granted, terms)
     assert [hit["record_key"] for hit in hits] == [record_id for record_id, _ in expected]
