@@ -39,6 +39,7 @@ __all__ = [
     "EncodedField",
     "EncodedRecord",
     "encode_record",
+    "json_type",
     "record_id_for",
 ]
 
@@ -103,7 +104,8 @@ def _is_blob_ref(value: object) -> bool:
     )
 
 
-def _json_type(value: object) -> str:
+def json_type(value: object) -> str:
+    """The JSON Schema type name of a JSON value (`FieldInfo.json_type`)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -250,7 +252,7 @@ def encode_field(path: str, value: Any, spec: StreamSpec, record_label: str) -> 
             value["blob_id"],
         )
     return EncodedField(
-        path, FieldKind.JSON, _json_type(value), stored, len(stored), size_bytes, digest, items
+        path, FieldKind.JSON, json_type(value), stored, len(stored), size_bytes, digest, items
     )
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdpp_store._core.identity import FieldWindowRef, RecordRef, parse_record_ref
+from pdpp_store._core.values import json_type
 
 __all__ = [
     "METADATA_ONLY_NOTE",
@@ -171,7 +172,7 @@ def _field_line(path: str, record: Mapping[str, Any]) -> dict[str, Any]:
                 "complete": True,
                 "text": value,
             }
-        return {"field": path, "type": _json_type(value), "complete": True, "value": value}
+        return {"field": path, "type": json_type(value), "complete": True, "value": value}
     line: dict[str, Any] = {"field": path, "type": ladder["type"]}
     if ladder["preview_status"] == "truncated":
         shown = ladder.get("preview_chars", 0)
@@ -198,18 +199,6 @@ def _field_line(path: str, record: Mapping[str, Any]) -> dict[str, Any]:
         }
     line["note"] = METADATA_ONLY_NOTE
     return line
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def page_record(
