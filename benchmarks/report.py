@@ -46,6 +46,9 @@ class Case:
     info: dict[str, Any]
 
 
+_MATRIX_KEYS = frozenset({"suite", "backend", "kind", "size", "chars", "impl"})
+
+
 class Run:
     """The cases of one run, addressable by (suite, backend, kind, size, position, impl)."""
 
@@ -54,8 +57,8 @@ class Run:
         self.cases: dict[Key, Case] = {}
         for bench in data.get("benchmarks", []):
             info = bench.get("extra_info") or {}
-            if "suite" not in info:
-                continue
+            if not info.keys() >= _MATRIX_KEYS:
+                continue  # not a cell of the size matrix (e.g. the search suites, kept by hand)
             case = Case(
                 info["suite"],
                 info["backend"],
