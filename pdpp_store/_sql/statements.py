@@ -947,15 +947,19 @@ def stale_tables(pending: Mapping[str, int]) -> Execute:
     where it runs; where it is off (or has not come round yet) the store does the same itself,
     with autovacuum's own rule: analyse once the rows changed since the last analysis exceed
     50 + 10 % of the table. Where the planner needs no statistics for keyed lookups (SQLite,
-    `Capabilities.plans_by_statistics`): no rows. `pending` counts rows the caller wrote that the
-    database's counts may not show yet. Decoded by `stale_table_names`."""
-    return Execute(_stale_tables, {f"n_{name}": pending.get(name, 0) for name in RECORD_TABLES})
+    `Capabilities.plans_by_statistics`) nothing is sent and the reply is None. `pending` counts
+    rows the caller wrote that the database's counts may not show yet. Decoded by
+    `stale_table_names`."""
+    params = {f"n_{name}": pending.get(name, 0) for name in RECORD_TABLES}
+    return Execute(_stale_tables(), params, when=_plans_by_statistics)
+
+
+def _plans_by_statistics(caps: Capabilities) -> bool:
+    return caps.plans_by_statistics
 
 
 @cache
-def _stale_tables(caps: Capabilities) -> Executable:
-    if not caps.plans_by_statistics:
-        return select(literal_column("'none'").label("relname")).where(false())
+def _stale_tables() -> Executable:
     return text(
         "SELECT s.relname AS relname"
         " FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid"
