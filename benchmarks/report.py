@@ -31,6 +31,11 @@ MB = 1_000_000
 
 Key = tuple[str, ...]
 
+SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = []
+"""The report's further sections, rendered after the size matrix in this order: each takes the
+pytest-benchmark JSON of the run and returns its markdown lines, finding its cells by their
+`extra_info` coordinates (one module per topic, `benchmarks/_report_<topic>.py`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Case:
@@ -568,6 +573,8 @@ def render(run: Run, out: Path, note: str = "") -> str:
             small_rows(run, backend),
             "llrrr",
         )
+    for section in SECTIONS:
+        lines += ["", *section(run.data)]
     return "\n".join(lines).rstrip() + "\n"
 
 
