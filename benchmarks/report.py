@@ -22,6 +22,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
+from . import _report_wide
+
 BACKENDS = ("sqlite", "postgres")
 BACKEND_TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 KINDS = ("ascii", "mixed")
@@ -31,7 +33,9 @@ MB = 1_000_000
 
 Key = tuple[str, ...]
 
-SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = []
+SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [
+    _report_wide.render,
+]
 """The report's further sections, rendered after the size matrix in this order: each takes the
 pytest-benchmark JSON of the run and returns its markdown lines, finding its cells by their
 `extra_info` coordinates (one module per topic, `benchmarks/_report_<topic>.py`)."""
