@@ -788,30 +788,48 @@ def record_preview(
 
 @cache
 def _record_preview(shape: GrantShape, projected: bool, paged: bool, chosen: bool) -> Select[Any]:
-    field_join = _same_record(fields, records)
+    # The page (the record's fields in path order with their first chunks, `p_limit` of them) is
+    # chosen in a subquery, then joined to the record: ordering the outer join instead made
+    # Postgres join and sort every field of the record for each page, a cost that grew with the
+    # record's width rather than the page's.
+    chosen_fields = _record_is(fields)
     if projected:
-        field_join = and_(field_join, in_ids(fields.c.path, "p_fields"))
+        chosen_fields = and_(chosen_fields, in_ids(fields.c.path, "p_fields"))
     if chosen:
-        field_join = and_(field_join, fields.c.path.in_(bindparam("p_only", expanding=True)))
+        chosen_fields = and_(chosen_fields, fields.c.path.in_(bindparam("p_only", expanding=True)))
     if paged:
-        field_join = and_(field_join, fields.c.path > bindparam("p_after"))
+        chosen_fields = and_(chosen_fields, fields.c.path > bindparam("p_after"))
     first_chunk = and_(
-        _record_is(field_chunks),
+        _same_record(field_chunks, fields),
         field_chunks.c.path == fields.c.path,
         field_chunks.c.chunk_no == 0,
         _kind_in(text_like=True),
     )
-    return (
+    page = (
         select(
-            records.c.version,
             *FIELD_META,
+            fields.c.connection_id,
+            fields.c.stream,
+            fields.c.record_id,
             fields.c.item_count,
             func.substr(field_chunks.c.text, 1, bindparam("p_chars", type_=Integer)).label("head"),
         )
-        .select_from(records.outerjoin(fields, field_join).outerjoin(field_chunks, first_chunk))
-        .where(_record_is(), visible_records(shape))
+        .select_from(fields.outerjoin(field_chunks, first_chunk))
+        .where(chosen_fields)
         .order_by(fields.c.path)
         .limit(bindparam("p_limit", type_=Integer))
+        .subquery("page")
+    )
+    return (
+        select(
+            records.c.version,
+            *(page.c[column.name] for column in FIELD_META),
+            page.c.item_count,
+            page.c.head,
+        )
+        .select_from(records.outerjoin(page, _same_record(page, records)))
+        .where(_record_is(), visible_records(shape))
+        .order_by(page.c.path)
     )
 
 
