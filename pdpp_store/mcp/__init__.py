@@ -12,7 +12,8 @@ Rules:
 1. Behind the `[server]` extra: importing this package needs no SDK; the SDK is imported when a
    server is made. `as_tool_call` (how a continuation is called here) is SDK-free, so the CLI
    renders the same text as `content[]`.
-2. A surface: it imports only `pdpp_store`'s and `pdpp_store.evidence`'s public names.
+2. A surface: it imports only `pdpp_store`'s and `pdpp_store.evidence`'s public names, and
+   `pdpp_store.rest`'s for the one HTTP 401 both servers answer with.
 """
 
 from __future__ import annotations
@@ -40,11 +41,14 @@ def create_server(store: AsyncStore, grant: GrantSource) -> Server[Any]:
     return create(store, grant)
 
 
-def http_app(store: AsyncStore, tokens: Mapping[str, Grant]) -> Starlette:
-    """The Streamable HTTP app: each request's bearer token names its grant."""
+def http_app(
+    store: AsyncStore, tokens: Mapping[str, Grant], *, resource_path: str = "/mcp"
+) -> Starlette:
+    """The Streamable HTTP app: each request's bearer token names its grant; a refusal is the
+    REST server's 401, naming the metadata of the resource at `resource_path`."""
     from ._http import http_app as build
 
-    return build(store, tokens)
+    return build(store, tokens, resource_path=resource_path)
 
 
 async def serve_stdio(store: AsyncStore, grant: Grant) -> None:

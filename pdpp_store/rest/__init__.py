@@ -4,11 +4,24 @@
     run(url, tokens_path, host="127.0.0.1", port=8787)   # what `pdpp-store serve` runs
     await serve(url, tokens, ...)                         # the same, on a running loop
 
+`Tokens`, `bearer_token` and `unauthenticated_response` are how every HTTP surface here (this
+API and the MCP server's Streamable HTTP app) turns a bearer token into a grant or a 401.
+
 The package imports only public names of `pdpp_store` (and `pdpp_store.evidence`,
 `pdpp_store.mcp`); nothing in `pdpp_store` itself imports it, so the library needs no FastAPI.
 """
 
 from ._app import create_app
+from ._auth import Tokens, bearer_token
+from ._errors import Unauthenticated, unauthenticated_response
 from ._serve import run, serve
 
-__all__ = ["create_app", "run", "serve"]
+__all__ = [
+    "Tokens",
+    "Unauthenticated",
+    "bearer_token",
+    "create_app",
+    "run",
+    "serve",
+    "unauthenticated_response",
+]

@@ -15,7 +15,6 @@ Rules:
 """
 
 import contextlib
-import hmac
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any
 
@@ -26,12 +25,8 @@ from starlette.routing import Route
 
 from pdpp_store import AsyncStore, Grant
 
-from ._errors import (
-    METADATA_PATH,
-    RequestIdMiddleware,
-    Unauthenticated,
-    install_error_handlers,
-)
+from ._auth import Tokens
+from ._errors import METADATA_PATH, RequestIdMiddleware, install_error_handlers
 from ._params import Params
 from ._routes import add_routes
 
@@ -47,29 +42,12 @@ _bearer = HTTPBearer(
 
 
 def _grant_resolver(tokens: Mapping[str, Grant]) -> Callable[..., Any]:
-    # Each presented token is compared with every known one in constant time, so how long a
-    # refusal takes says nothing about how close a guess came.
-    known = [(token.encode(), grant) for token, grant in tokens.items()]
-
-    def grant_of(presented: str) -> Grant | None:
-        found = None
-        candidate = presented.encode()
-        for token, grant in known:
-            if hmac.compare_digest(token, candidate):
-                found = grant
-        return found
+    known = Tokens(tokens)
 
     async def current_grant(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Grant:
-        if credentials is None:
-            raise Unauthenticated(
-                "missing_token", "this request needs an Authorization: Bearer <token> header"
-            )
-        grant = grant_of(credentials.credentials)
-        if grant is None:
-            raise Unauthenticated("invalid_token", "the bearer token is not known to this server")
-        return grant
+        return known.grant_of(None if credentials is None else credentials.credentials)
 
     return current_grant
 

@@ -39,6 +39,7 @@ __all__ = [
     "error_response",
     "install_error_handlers",
     "metadata_url",
+    "unauthenticated_response",
     "www_authenticate",
 ]
 
@@ -121,12 +122,26 @@ def metadata_url(request: Request, resource_path: str = "") -> str:
     return f"{str(request.base_url).rstrip('/')}{METADATA_PATH}{resource_path}"
 
 
-def www_authenticate(request: Request, code: str) -> str:
-    """The challenge of a 401 (RFC 6750 §3, with RFC 9728's `resource_metadata`)."""
-    challenge = f'Bearer realm="pdpp-store", resource_metadata="{metadata_url(request)}"'
+def www_authenticate(request: Request, code: str, resource_path: str = "") -> str:
+    """The challenge of a 401 (RFC 6750 §3, with RFC 9728's `resource_metadata` of the resource
+    at `resource_path`)."""
+    metadata = metadata_url(request, resource_path)
+    challenge = f'Bearer realm="pdpp-store", resource_metadata="{metadata}"'
     if code == "invalid_token":
         challenge += ', error="invalid_token"'
     return challenge
+
+
+def unauthenticated_response(
+    request: Request, error: Unauthenticated, resource_path: str = ""
+) -> JSONResponse:
+    """The one 401 of every HTTP surface (REST, MCP): the envelope of `error` with the request's
+    id, `WWW-Authenticate` naming the RFC 9728 metadata of the resource refused (at
+    `resource_path`; the REST API's is ""), and `Cache-Control: no-store`."""
+    challenge = www_authenticate(request, error.code, resource_path)
+    return error_response(
+        request, error, {"WWW-Authenticate": challenge, "Cache-Control": "no-store"}
+    )
 
 
 def error_response(
@@ -160,9 +175,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_store_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, StoreError)
-        headers: dict[str, str] = {}
         if isinstance(error, Unauthenticated):
-            headers["WWW-Authenticate"] = www_authenticate(request, error.code)
+            return unauthenticated_response(request, error)
+        headers: dict[str, str] = {}
         if isinstance(error, RangeNotSatisfiable):
             headers["Content-Range"] = f"bytes */{error.details.get('size_bytes', '*')}"
         return error_response(request, error, headers)

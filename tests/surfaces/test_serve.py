@@ -151,6 +151,42 @@ def test_serve_answers_mcp_at_slash_mcp_with_the_same_tokens(server: Server) -> 
     assert server.process.returncode == 0, log
 
 
+def _refusal(response: httpx.Response) -> tuple[dict[str, Any], str]:
+    """A 401's envelope without its request id (checked against the header), and its
+    challenge's `resource_metadata` URL."""
+    assert response.status_code == 401, response.text
+    assert response.headers["Cache-Control"] == "no-store"
+    error = response.json()["error"]
+    assert error.pop("request_id") == response.headers["X-Request-Id"]
+    challenge = response.headers["WWW-Authenticate"]
+    assert challenge.startswith('Bearer realm="pdpp-store", resource_metadata="')
+    assert ('error="invalid_token"' in challenge) == (error["code"] == "invalid_token")
+    return error, challenge.split('resource_metadata="')[1].split('"')[0]
+
+
+def test_rest_and_mcp_refuse_with_one_401(server: Server) -> None:
+    """Both surfaces answer a missing or unknown token with the same envelope (request id
+    included) and a challenge naming their own resource's RFC 9728 metadata, which is served."""
+    base = server.base_url
+    metadata = f"{base}/.well-known/oauth-protected-resource"
+    for authorization, code in (
+        ("", "missing_token"),
+        ("Bearer tok_unknown_0000", "invalid_token"),
+    ):
+        headers = {"Authorization": authorization} if authorization else {}
+        rest, rest_metadata = _refusal(
+            httpx.get(f"{base}{window_path()}", params={"field": "body_text"}, headers=headers)
+        )
+        mcp, mcp_metadata = _refusal(httpx.post(f"{base}/mcp", json={}, headers=headers))
+        assert rest == mcp
+        assert rest["code"] == code
+        assert rest["type"] == "authentication_error"
+        assert (rest_metadata, mcp_metadata) == (metadata, f"{metadata}/mcp")
+    assert httpx.get(f"{metadata}/mcp").json()["resource"] == f"{base}/mcp"
+    assert httpx.get(metadata).json()["resource"] == base
+    server.stop()
+
+
 def test_serve_refuses_a_bad_tokens_file_before_starting(db_url: str, tmp_path: Path) -> None:
     bad = tmp_path / "tokens.json"
     bad.write_text('{"short": {}}', encoding="utf-8")
