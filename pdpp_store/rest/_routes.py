@@ -16,8 +16,15 @@ Rules:
 5. Blob bytes are streamed in bounded ranges read through the grant (`read_blob_range`), never
    held whole; metadata, conditionals and the range are settled before the first byte is sent, so
    every refusal is a proper status and envelope.
+6. A download is bound to the blob its headers describe (the digest, hence the bytes, and the
+   length) and every step is still read through the grant. A step the grant no longer reaches
+   (the record deleted or changed mid-download) or that differs from what the headers promised
+   aborts the response: the connection is closed before the declared `Content-Length`, which
+   every HTTP client reports as an incomplete body, never taken for the whole blob
+   (docs/decisions.md).
 """
 
+import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
@@ -26,7 +33,15 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from pdpp_store import AsyncStore, FieldWindow, Grant, RecordRef, UnscopedRecordRef
+from pdpp_store import (
+    AsyncStore,
+    BlobInfo,
+    FieldWindow,
+    Grant,
+    RecordRef,
+    StoreError,
+    UnscopedRecordRef,
+)
 
 from ._errors import PreconditionFailed, RangeNotSatisfiable
 from ._http import etag, if_match_fails, none_match, parse_range, range_applies
@@ -39,6 +54,7 @@ __all__ = [
     "RECORD_PARAMS",
     "SEARCH_PARAMS",
     "WINDOW_PARAMS",
+    "DownloadAborted",
     "add_routes",
 ]
 
@@ -47,6 +63,38 @@ BLOB_CHUNK_BYTES = 1 << 16
 """Bytes read (and held) per step of a blob download."""
 
 PRIVATE = {"Cache-Control": "private, no-store"}
+
+log = logging.getLogger("pdpp_store.rest")
+
+
+class DownloadAborted(Exception):
+    """A blob download that cannot finish as its headers promised (rule 6): raised inside the
+    body, after the status was sent, so the server closes the connection mid-body."""
+
+
+async def blob_body(
+    store: AsyncStore, grant: Grant, info: BlobInfo, first: int, last: int
+) -> AsyncIterator[bytes]:
+    """Bytes `first`..`last` of the blob, `BLOB_CHUNK_BYTES` per step, each step read through
+    `grant` and checked against `info` (rule 6)."""
+    offset = first
+    while offset <= last:
+        length = min(BLOB_CHUNK_BYTES, last - offset + 1)
+        try:
+            part = await store.read_blob_range(grant, info.blob_id, offset, length)
+        except StoreError as refused:
+            why = f"the grant no longer reaches it ({refused.code})"
+        else:
+            if part.blob.sha256 == info.sha256 and len(part.data) == length:
+                yield part.data
+                offset += length
+                continue
+            why = "it no longer matches its headers"
+        sent, size = offset - first, last - first + 1
+        log.warning("blob download aborted after %d of %d bytes: %s", sent, size, why)
+        raise DownloadAborted(f"blob download aborted after {sent} of {size} bytes: {why}")
+
+
 _MIME = re.compile(r"[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+")
 
 Stream = Annotated[str, Path(description="The stream (a safe name).")]
@@ -300,14 +348,5 @@ def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[...
             status = 206
             headers["Content-Range"] = f"bytes {first}-{last}/{info.size_bytes}"
 
-        async def chunks() -> AsyncIterator[bytes]:
-            offset = first
-            while offset <= last:
-                length = min(BLOB_CHUNK_BYTES, last - offset + 1)
-                part = await store.read_blob_range(grant, info.blob_id, offset, length)
-                if not part.data:
-                    return
-                yield part.data
-                offset += len(part.data)
-
-        return StreamingResponse(chunks(), status_code=status, headers=headers)
+        body = blob_body(store, grant, info, first, last)
+        return StreamingResponse(body, status_code=status, headers=headers)

@@ -22,12 +22,12 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-from _data import MAILBOX
+from _data import MAILBOX, attachment
 from _rest import NARROW, OWNER, TEXT, TOKEN_GRANTS, seed, window_path
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from pdpp_store import AsyncStore
+from pdpp_store import AsyncStore, Store
 
 CLI = Path(sys.executable).with_name("pdpp-store")
 STARTUP_SECONDS = 30.0
@@ -185,6 +185,42 @@ def test_rest_and_mcp_refuse_with_one_401(server: Server) -> None:
     assert httpx.get(f"{metadata}/mcp").json()["resource"] == f"{base}/mcp"
     assert httpx.get(metadata).json()["resource"] == base
     server.stop()
+
+
+BIG_BLOB_BYTES = 24 << 20
+"""More than the loopback socket buffers hold, so the server is still reading when the record
+goes."""
+
+
+def test_a_download_whose_record_is_deleted_is_aborted_not_cut(server: Server, db_url: str) -> None:
+    """Each step of a download is read through the grant: once the record naming the blob is
+    deleted, the server closes the connection before the declared length (the client sees an
+    incomplete body, never a shorter one taken for the whole), and says so in its log."""
+    data = bytes(range(256)) * (BIG_BLOB_BYTES // 256)
+    with Store.open(db_url) as store:
+        blob = store.put_blob(data, "application/octet-stream")
+        store.upsert_records(MAILBOX, "attachments", [attachment("a-big", blob.as_ref())])
+        received = bytearray()
+        headers = {"Authorization": f"Bearer {OWNER}"}
+        url = f"{server.base_url}/v1/blobs/{blob.blob_id}"
+
+        def download() -> None:
+            with httpx.stream("GET", url, headers=headers, timeout=30) as response:
+                assert response.status_code == 200
+                assert response.headers["Content-Length"] == str(len(data))
+                for part in response.iter_raw(1 << 16):
+                    if not received:
+                        store.delete_record(MAILBOX, "attachments", "a-big")
+                    received.extend(part)
+
+        with pytest.raises(httpx.RemoteProtocolError):
+            download()
+        assert 0 < len(received) < len(data)
+        assert bytes(received) == data[: len(received)]
+        assert httpx.get(url, headers=headers).status_code == 404
+    log = server.stop()
+    assert "blob download aborted after" in log
+    assert "the grant no longer reaches it (blob_not_found)" in log
 
 
 def test_serve_refuses_a_bad_tokens_file_before_starting(db_url: str, tmp_path: Path) -> None:
