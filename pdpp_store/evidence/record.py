@@ -158,6 +158,7 @@ class RecordView:
                 "additionalProperties": embedded(FieldPreview.JSON_SCHEMA),
             },
             "after_field": {"type": ["string", "null"]},
+            "fields": {"type": "array", "items": {"type": "string"}},
             "has_more_fields": {"type": "boolean"},
             "next": nullable(embedded(Continuation.JSON_SCHEMA)),
         },
@@ -216,6 +217,7 @@ class RecordView:
             "data": data,
             "content_ladder": ladder,
             "after_field": self.after_field,
+            **({"fields": list(self.only)} if self.only is not None else {}),
             "has_more_fields": self.next_after_field is not None,
             "next": None if (after := self.next) is None else after.to_dict(),
         }

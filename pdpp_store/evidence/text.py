@@ -227,17 +227,18 @@ def page_record(
 
 
 def record_page_continuation(page: RecordPage) -> dict[str, Any] | None:
-    """The continuation that reads the next page of fields, if there is one: the rest of this
-    card's fields first (`fields_offset`, a rendering page), then the card's own `next` (the
-    library's next page of a wide record, `after_field`)."""
+    """The continuation that reads the next page of fields, if there is one, in the library's
+    own arguments: when the card's fields did not all fit, `read_record` after the last field
+    shown (the library's next page starts there, with the card's narrowing `fields` kept);
+    otherwise the card's own `next` (a wide record's next page)."""
     record = page.record
     if page.next_offset is None:
         following: dict[str, Any] | None = record.get("next")
         return following
     argument = record_argument(record["connection_id"], record["stream"], record["record_id"])
-    arguments: dict[str, Any] = {"record": argument, "fields_offset": page.next_offset}
-    if page.after_field is not None:
-        arguments["after_field"] = page.after_field
+    arguments: dict[str, Any] = {"record": argument, "after_field": page.lines[-1]["field"]}
+    if record.get("fields") is not None:
+        arguments["fields"] = list(record["fields"])
     return {"operation": "read_record", "arguments": arguments, "resource_uri": None}
 
 

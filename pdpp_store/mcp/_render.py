@@ -163,12 +163,12 @@ def window_contents(window: FieldWindow, uri: str) -> types.ReadResourceResult:
 # ---------------------------------------------------------------- records, blobs
 
 
-def _record_page(record: Any, offset: int) -> evidence_text.RecordPage:
-    return evidence_text.page_record(record.to_dict(), offset)
+def _record_page(record: Any) -> evidence_text.RecordPage:
+    return evidence_text.page_record(record.to_dict())
 
 
-def record_result(record: Any, offset: int = 0) -> types.CallToolResult:
-    page = _record_page(record, offset)
+def record_result(record: Any) -> types.CallToolResult:
+    page = _record_page(record)
     following = evidence_text.record_page_continuation(page)
     structured = {
         "record": page.record,
@@ -193,7 +193,7 @@ def record_result(record: Any, offset: int = 0) -> types.CallToolResult:
 
 
 def record_contents(record: Any, uri: str) -> types.ReadResourceResult:
-    page = _record_page(record, 0)
+    page = _record_page(record)
     following = evidence_text.record_page_continuation(page)
     meta = {
         "fields": page.total,

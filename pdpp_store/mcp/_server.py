@@ -122,11 +122,8 @@ def _beside_uri(named: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
 
 
 async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
-    args = _arguments(raw, ("id", "connection_id", "after_field", "fields_offset"))
+    args = _arguments(raw, ("id", "connection_id", "after_field"))
     target = _string(args, "id")
-    offset = args.get("fields_offset", 0)
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise _invalid("fields_offset", "fields_offset must be an integer >= 0")
     if target.startswith(BLOB_PREFIX):
         return render.blob_result(await store.blob_info(grant, target.removeprefix(BLOB_PREFIX)))
     if target.startswith(FIELD_WINDOW_PREFIX):
@@ -136,7 +133,7 @@ async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> type
     view = await store.read_record(
         grant, target, connection_id=args.get("connection_id"), after_field=args.get("after_field")
     )
-    return render.record_result(view, offset)
+    return render.record_result(view)
 
 
 async def search(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:

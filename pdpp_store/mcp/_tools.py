@@ -151,12 +151,8 @@ FETCH_INPUT: dict[str, Any] = {
         "connection_id": {"type": "string"},
         "after_field": {
             "type": "string",
-            "description": "For a wide record: show the fields after this one (see 'next').",
-        },
-        "fields_offset": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "For a long page: the first of its fields to show (see 'next').",
+            "description": "For a wide or long record: show the fields after this one "
+            "(see 'next').",
         },
     },
     "required": ["id"],

@@ -43,7 +43,7 @@ READ_FIELD_ARGUMENTS = frozenset(
 )
 _ACCEPTED = {
     "read_record_field": READ_FIELD_ARGUMENTS,
-    "fetch": frozenset({"id", "connection_id", "after_field", "fields_offset"}),
+    "fetch": frozenset({"id", "connection_id", "after_field"}),
     "search": frozenset({"q", "streams", "connection_id", "limit", "cursor"}),
 }
 

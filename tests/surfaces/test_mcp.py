@@ -8,6 +8,7 @@ and `structuredContent` (against the published output schema for `read_record_fi
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,7 +22,7 @@ from _mcp import header_and_body, json_lines, resource_text, texts
 from mcp import Client, MCPError
 
 from pdpp_store import AsyncStore, Grant, Store
-from pdpp_store.evidence.text import page_record, search_text
+from pdpp_store.evidence.text import page_record, record_page_continuation, search_text
 from pdpp_store.mcp import as_tool_call, create_server, http_app
 
 MB = "message_bodies"
@@ -539,6 +540,49 @@ async def test_results_are_bounded_whatever_the_data(db_url: str) -> None:
             paging = None if following is None else following["arguments"]
         assert sorted(seen) == sorted(wide)
         assert len(seen) == len(set(seen))
+
+
+async def test_a_page_split_for_its_text_continues_with_library_arguments(db_url: str) -> None:
+    """Values of control characters escape six-fold in the text, so one library page of a record
+    splits into several text pages. Every continuation (text header, `structuredContent`, the
+    CLI's) names only `read_record`'s own arguments, and following them shows every field once,
+    bounded, each value as written."""
+    gmail = manifest("gmail")
+    control = {f"c{n:02d}": chr(1 + n % 8) * 1000 for n in range(60)}
+    record = {**body("ctl", "x"), **control}
+    with Store.open(db_url) as store:
+        store.register_manifest(gmail)
+        store.add_connection(MAILBOX, gmail["connector_id"])
+        store.upsert_records(MAILBOX, MB, [record])
+        library = set(inspect.signature(Store.read_record).parameters) - {"self", "grant"}
+        card = store.read_record(owner(), f"{MAILBOX}/{MB}:ctl").to_dict()
+        split = page_record(card)
+        assert split.next_offset is not None, "the data no longer splits a library page"
+        continuation = record_page_continuation(split)
+        assert continuation is not None
+        assert continuation["operation"] == "read_record"
+        assert set(continuation["arguments"]) <= library
+        assert store.read_record(owner(), **continuation["arguments"]).to_dict()["data"]
+    async with connected(db_url, owner()) as client:
+        seen: dict[str, Any] = {}
+        paging: dict[str, Any] | None = {"id": f"{MAILBOX}/{MB}:ctl"}
+        pages = 0
+        while paging is not None:
+            assert set(paging) <= {"id", "connection_id", "after_field"}
+            page = await client.call_tool("fetch", paging)
+            pages += 1
+            assert len(texts(page)) <= 48_000 + 4096
+            for line in json_lines(page)[1:]:
+                assert line["field"] not in seen
+                seen[line["field"]] = line
+            following = json_lines(page)[0]["next"]
+            assert following == page.structured_content["fields"]["next"]
+            paging = None if following is None else following["arguments"]
+        assert pages > 2
+        assert sorted(seen) == sorted(record)
+        shown = {path: line["text"] for path, line in seen.items() if "text" in line}
+        assert shown
+        assert all(record[path] == text for path, text in shown.items())
 
 
 # ---------------------------------------------------------------- renderers without a server
