@@ -21,17 +21,27 @@ Rules:
    the next call on the store behaves as on a fresh one.
 5. Migration is serialised: a Postgres advisory lock, a SQLite `BEGIN IMMEDIATE`; whoever gets
    it second finds the database at head and does nothing.
+6. Reads run below SQLAlchemy, on the DBAPI connection of a held connection: each statement is
+   compiled once per dialect into a `Plan` (its SQL and how to bind its parameters), and every
+   read statement of the store passes through `Statements.send` and `Statements.received`, the
+   one execution point of reads, where `observing` lets an observer see each statement, its
+   parameters and every row (the boundary audit attaches there). Writes and migrations stay on
+   SQLAlchemy, whose cursor events show them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import sqlite3
 from collections import deque
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+import psycopg
 from sqlalchemy import URL, Connection, Engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
@@ -47,18 +57,24 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ._core.errors import BadRequest, Conflict, StoreError, Unavailable
 from ._core.identity import is_unicode
 from ._sql.dialects import Capabilities, capabilities
-from ._sql.requests import Commit, Op, Rows
+from ._sql.requests import Commit, Execute, Op, Rows
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_S",
+    "READER_SLOTS",
     "WRITER_SLOTS",
+    "AsyncReaders",
     "HeldReader",
+    "Observer",
+    "Plan",
+    "Statements",
     "async_url",
     "busy",
     "check_busy_timeout",
     "engine_options",
     "install_hooks",
     "migrate",
+    "observing",
     "opening",
     "run_async",
     "run_sync",
@@ -151,15 +167,18 @@ def translate_db_error(exc: BaseException) -> StoreError:
         if sqlstate[:2] in {"22", "54"}:  # data exception, program limit exceeded
             return _too_large(f"SQLSTATE {sqlstate}")
         return _refused(f"SQLSTATE {sqlstate}")
-    if isinstance(exc, DBAPIError) and (
-        exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
-    ):
+    if (
+        isinstance(exc, DBAPIError)
+        and (exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError))
+    ) or isinstance(orig, _DRIVER_CONNECTION_ERRORS):
         # No code at all: the driver lost or never had its connection (refused, reset, closed).
         return _unavailable("no connection")
     return _refused(type(orig).__name__)
 
 
-_DB_ERRORS = (DBAPIError, PoolTimeoutError, SQLAlchemyError)
+_DRIVER_CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+"""Errors of a driver called directly (reads, Rule 6) that mean its connection is gone."""
+_DB_ERRORS = (DBAPIError, PoolTimeoutError, SQLAlchemyError, sqlite3.Error, psycopg.Error)
 
 
 def _reply(result: Any) -> Rows | None:
@@ -210,6 +229,190 @@ def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
         op.close()
 
 
+# ---------------------------------------------------------------- reads, below SQLAlchemy (Rule 6)
+
+
+class Observer(Protocol):
+    """Sees every statement a read sends and every row the database hands back for it."""
+
+    def executing(self, engine: Engine, statement: str, parameters: Any) -> None:
+        """`statement` is about to run with `parameters`, exactly as the DBAPI gets them."""
+
+    def fetched(self, engine: Engine, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """The rows `statement` returned, as the driver returned them (all of them: a read
+        fetches its whole answer)."""
+
+
+_observers: list[Observer] = []
+
+
+@contextmanager
+def observing(observer: Observer) -> Iterator[None]:
+    """Call `observer` for every read statement of every store while the block runs. `engine`
+    (the sync engine, also for an `AsyncStore`) tells the stores apart."""
+    _observers.append(observer)
+    try:
+        yield
+    finally:
+        _observers.remove(observer)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A statement compiled once for a dialect: its SQL, and how to turn an `Execute`'s named
+    parameters into what the DBAPI takes (processed, in order where the paramstyle is
+    positional). The SQLAlchemy work of a cached statement's `execute` (cache key, parameter
+    processing, result metadata) is done here once, not on every read."""
+
+    sql: str
+    order: tuple[str, ...] | None
+    """The parameter names in the statement's order (positional paramstyle), else None."""
+    given: tuple[str, ...]
+    constants: Mapping[str, Any]
+    """Values the statement carries itself (literals SQLAlchemy binds, e.g. `substr(x, 1)`)."""
+    processors: tuple[tuple[str, Callable[[Any], Any]], ...]
+    labels: tuple[str, ...] | None
+    """The answer's column labels, or None where the statement does not say (textual SQL)."""
+    converters: tuple[tuple[int, Callable[[Any], Any]], ...]
+
+    def parameters(self, params: Mapping[str, Any]) -> Any:
+        values = {**self.constants, **{name: params[name] for name in self.given}}
+        for name, process in self.processors:
+            values[name] = process(values[name])
+        return values if self.order is None else tuple(values[name] for name in self.order)
+
+    def rows(self, raw: Sequence[Sequence[Any]], description: Any) -> Rows:
+        labels = self.labels or tuple(column[0] for column in description or ())
+        if not self.converters:
+            return [dict(zip(labels, row, strict=True)) for row in raw]
+        answer = []
+        for row in raw:
+            values = list(row)
+            for index, convert in self.converters:
+                values[index] = convert(values[index])
+            answer.append(dict(zip(labels, values, strict=True)))
+        return answer
+
+
+def _plan(statement: Any, dialect: Any) -> Plan | None:
+    """`statement` compiled for `dialect`, or None when it needs SQLAlchemy at every execution
+    (an expanding or literal-rendered parameter: then it runs on SQLAlchemy, still observed)."""
+    compiled = statement.compile(dialect=dialect)
+    if compiled.post_compile_params or compiled.literal_execute_params:
+        return None
+    given: dict[str, None] = {}
+    constants: dict[str, Any] = {}
+    processors: dict[str, Callable[[Any], Any]] = {}
+    for bind, name in compiled.bind_names.items():
+        if bind.required:
+            given[name] = None
+        else:
+            constants[name] = bind.effective_value
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        if process is not None:
+            processors.setdefault(name, process)
+    labels: tuple[str, ...] | None = None
+    converters: list[tuple[int, Callable[[Any], Any]]] = []
+    columns = getattr(statement, "selected_columns", None)
+    if columns is not None:
+        labels = tuple(columns.keys())
+        for index, column in enumerate(columns):
+            convert = column.type.dialect_impl(dialect).result_processor(dialect, None)
+            if convert is not None:
+                converters.append((index, convert))
+    return Plan(
+        compiled.string,
+        tuple(compiled.positiontup) if compiled.positional else None,
+        tuple(given),
+        constants,
+        tuple(processors.items()),
+        labels,
+        tuple(converters),
+    )
+
+
+_log = logging.getLogger("pdpp_store.sql")
+"""Reads bypass SQLAlchemy's logging, so they log here in its manner: each statement at INFO
+(never its parameters, as the engine's `hide_parameters`), each row at DEBUG."""
+
+_PLANS_KEPT = 1024
+"""Plans one store keeps; statements are cached by shape (`_sql.statements`), so a store meets
+a few dozen. A statement built per call would otherwise fill the cache: it is then emptied."""
+
+
+class Statements:
+    """The one execution point of reads (Rule 6): every read statement of a store is bound by
+    `send`, which tells the observers what goes to the database, and answered by `received`,
+    which tells them every row that came back. Plans are cached per statement object (builders
+    cache statements by shape, so the same object comes back for the same shape)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = capabilities(engine.dialect.name)
+        self._plans: dict[int, tuple[Any, Plan | None]] = {}
+
+    def plan(self, request: Execute) -> Plan | None:
+        statement = request.statement_for(self.dialect)
+        found = self._plans.get(id(statement))
+        if found is None or found[0] is not statement:
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.clear()
+            found = (statement, _plan(statement, self.engine.dialect))
+            self._plans[id(statement)] = found
+        return found[1]
+
+    def send(self, plan: Plan, params: Mapping[str, Any] | None) -> Any:
+        parameters = plan.parameters(params or {})
+        for observer in _observers:
+            observer.executing(self.engine, plan.sql, parameters)
+        if _log.isEnabledFor(logging.INFO):
+            _log.info("%s\n[parameters hidden]", plan.sql)
+        return parameters
+
+    def received(
+        self, plan: Plan, raw: Sequence[Sequence[Any]], description: Any
+    ) -> Rows | None:
+        if description is None and plan.labels is None:
+            return None
+        for observer in _observers:
+            observer.fetched(self.engine, plan.sql, raw)
+        if _log.isEnabledFor(logging.DEBUG):
+            for row in raw:
+                _log.debug("Row %r", tuple(row))
+        return plan.rows(raw, description)
+
+
+def _read_sync(statements: Statements, conn: Connection, op: Op[T]) -> T:
+    """Run a read operation on `conn`'s DBAPI connection (a statement that needs SQLAlchemy at
+    execution runs on `conn`, observed by SQLAlchemy's cursor events like a write)."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    request = next(op)
+    while True:
+        reply: Rows | None = None
+        if isinstance(request, Execute) and request.runs_on(statements.dialect):
+            plan = statements.plan(request)
+            if plan is None:
+                reply = _reply(conn.execute(request.statement_for(statements.dialect), request.params))
+            else:
+                parameters = statements.send(plan, request.params)
+                cursor = dbapi.cursor()
+                try:
+                    cursor.execute(plan.sql, parameters)
+                    description = cursor.description
+                    raw = cursor.fetchall() if description is not None else ()
+                finally:
+                    cursor.close()
+                reply = statements.received(plan, raw, description)
+        request = op.send(reply)
+
+
+def _healthy(exc: BaseException) -> bool:
+    """Whether a connection is fit for reuse after `exc` ended an operation on it: a domain
+    error raised by the operation leaves it so; a database error or a cancellation may not."""
+    return isinstance(exc, Exception) and not isinstance(exc, _DB_ERRORS)
+
+
 class HeldReader:
     """A few read connections kept open between reads (sync fronts only).
 
@@ -217,13 +420,14 @@ class HeldReader:
     nothing, and saves the pool's checkout and return, the largest cost of a SQLite read after
     the SQL itself. Connections are not tied to threads: a read takes an idle one (or a new one
     from the pool) and puts it back, and at most `keep` are kept idle, so readers never hold more
-    of the pool than their own concurrency and writers always find room. A connection the
-    database dropped is discarded."""
+    of the pool than their own concurrency and writers always find room. After a database error
+    the connection is invalidated (never reused, never pooled)."""
 
     def __init__(self, engine: Engine, keep: int = 2) -> None:
         self._engine = engine
         self._keep = keep
         self._idle: deque[Connection] = deque()
+        self.statements = Statements(engine)
 
     def run(self, op: Op[T]) -> T:
         try:
@@ -234,19 +438,28 @@ class HeldReader:
                     **_options(capabilities(self._engine.dialect.name), write=False)
                 )
             try:
-                result = _drive_sync(conn, op, commit=False)  # a read has nothing to commit
-            except BaseException:
-                conn.close()  # after an error, never reuse: a fresh one is cheap enough
+                result = _read_sync(self.statements, conn, op)
+            except StopIteration as done:
+                result = done.value
+            except BaseException as exc:
+                self._put_back(conn, _healthy(exc))
                 raise
         except _DB_ERRORS as exc:
             raise translate_db_error(exc) from exc
         finally:
             op.close()
-        if conn.invalidated or len(self._idle) >= self._keep:
-            conn.close()
+        self._put_back(conn, True)
+        return result  # type: ignore[no-any-return]
+
+    def _put_back(self, conn: Connection, healthy: bool) -> None:
+        if not healthy:
+            with suppress(Exception):
+                conn.invalidate()
+        if conn.invalidated or not healthy or len(self._idle) >= self._keep:
+            with suppress(Exception):
+                conn.close()
         else:
             self._idle.append(conn)
-        return result
 
     def close(self) -> None:
         while self._idle:
@@ -337,6 +550,123 @@ async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T
         op.close()
 
 
+async def _fetch_aiosqlite(driver: Any, plan: Plan, parameters: Any) -> tuple[Any, Any]:
+    """One hop to aiosqlite's thread when the plan knows its labels: execute and fetch in one
+    call. Textual SQL needs the cursor's description: three hops."""
+    if plan.labels is not None:
+        return await driver.execute_fetchall(plan.sql, parameters), None
+    cursor = await driver.execute(plan.sql, parameters)
+    try:
+        description = cursor.description
+        return (await cursor.fetchall() if description is not None else ()), description
+    finally:
+        await cursor.close()
+
+
+async def _fetch_psycopg(driver: Any, plan: Plan, parameters: Any) -> tuple[Any, Any]:
+    async with driver.cursor() as cursor:
+        await cursor.execute(plan.sql, parameters)
+        description = cursor.description
+        return (await cursor.fetchall() if description is not None else ()), description
+
+
+class _Held:
+    """A read connection checked out of the pool and kept: SQLAlchemy's, and its driver's."""
+
+    __slots__ = ("conn", "driver", "fetch")
+
+    def __init__(self, conn: AsyncConnection, driver: Any) -> None:
+        self.conn = conn
+        self.driver = driver
+        self.fetch = (
+            _fetch_psycopg if isinstance(driver, psycopg.AsyncConnection) else _fetch_aiosqlite
+        )
+
+
+class AsyncReaders:
+    """The read connections of an `AsyncStore`: at most `READER_SLOTS` at once, kept open
+    between reads (a read holds no transaction, so a kept connection costs the database
+    nothing), each read running below SQLAlchemy on the driver (Rule 6).
+
+    Readers wait for a slot on an asyncio semaphore (at most `busy_timeout_s`, then
+    `storage_busy`), never on the pool: the pool's overflow connections would otherwise be
+    opened and closed on every read once more than `POOL_SIZE` run at once, and throughput would
+    fall as concurrency rises. Together with `WRITER_SLOTS` the slots fit the pool, so writers
+    always find a connection. A connection whose read was cancelled or met a database error is
+    discarded (Rule 4)."""
+
+    def __init__(self, engine: AsyncEngine, busy_timeout_s: float) -> None:
+        self._engine = engine
+        self._busy_timeout_s = busy_timeout_s
+        self._slots = asyncio.Semaphore(READER_SLOTS)
+        self._idle: list[_Held] = []
+        self.statements = Statements(engine.sync_engine)
+
+    async def run(self, op: Op[T]) -> T:
+        try:
+            async with asyncio.timeout(self._busy_timeout_s):
+                await self._slots.acquire()
+        except TimeoutError:
+            op.close()
+            raise busy("every read connection of this store is in use; retry") from None
+        try:
+            return await self._run(op)
+        except _DB_ERRORS as exc:
+            raise translate_db_error(exc) from exc
+        finally:
+            self._slots.release()
+            op.close()
+
+    async def _run(self, op: Op[T]) -> T:
+        held = self._idle.pop() if self._idle else await self._checkout()
+        try:
+            result = await self._drive(held, op)
+        except BaseException as exc:
+            if _healthy(exc):
+                self._idle.append(held)
+            else:
+                await _shielded(_discard(held.conn, held.driver))
+            raise
+        self._idle.append(held)
+        return result
+
+    async def _checkout(self) -> _Held:
+        conn = self._engine.connect()
+        driver: Any = None
+        try:
+            await conn.start()
+            driver = (await conn.get_raw_connection()).driver_connection
+            await conn.execution_options(**_options(self.statements.dialect, write=False))
+        except BaseException:
+            await _shielded(_discard(conn, driver))
+            raise
+        return _Held(conn, driver)
+
+    async def _drive(self, held: _Held, op: Op[T]) -> T:
+        statements = self.statements
+        try:
+            request = next(op)
+            while True:
+                reply: Rows | None = None
+                if isinstance(request, Execute) and request.runs_on(statements.dialect):
+                    plan = statements.plan(request)
+                    if plan is None:
+                        statement = request.statement_for(statements.dialect)
+                        reply = _reply(await held.conn.execute(statement, request.params))
+                    else:
+                        parameters = statements.send(plan, request.params)
+                        raw, description = await held.fetch(held.driver, plan, parameters)
+                        reply = statements.received(plan, raw, description)
+                request = op.send(reply)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        while self._idle:
+            held = self._idle.pop()
+            await _shielded(_release(held.conn))
+
+
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 """How long a call waits for a lock, a pooled connection or a writer's slot before it answers
 `storage_busy` (`Store.open(..., busy_timeout_s=...)`)."""
@@ -347,6 +677,8 @@ WRITER_SLOTS = 5
 """At most this many writes of one store hold connections at once, so that reads always find
 one of the other `POOL_SIZE + POOL_OVERFLOW - WRITER_SLOTS` pooled connections: a read never
 queues behind writers waiting for a lock."""
+READER_SLOTS = POOL_SIZE + POOL_OVERFLOW - WRITER_SLOTS
+"""At most this many reads of one `AsyncStore` hold connections at once (`AsyncReaders`)."""
 
 
 @contextmanager

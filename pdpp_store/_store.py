@@ -43,6 +43,7 @@ from ._ops.reads import ReadContext
 from ._runtime import (
     DEFAULT_BUSY_TIMEOUT_S,
     WRITER_SLOTS,
+    AsyncReaders,
     HeldReader,
     async_url,
     busy,
@@ -453,6 +454,7 @@ class AsyncStore(_StoreCore):
     ) -> None:
         super().__init__(codec, batch_size, stored_keys)
         self.engine = engine
+        self._readers = AsyncReaders(engine, busy_timeout_s)
         self._busy_timeout_s = busy_timeout_s
         self._writers = asyncio.Semaphore(WRITER_SLOTS)
         self._writes: set[asyncio.Future[Any]] = set()
@@ -505,7 +507,7 @@ class AsyncStore(_StoreCore):
 
     async def _run(self, name: str, op: Op[T]) -> T:
         if not CATALOGUE[name].writes:
-            return await run_async(self.engine, op)
+            return await self._readers.run(op)
         # A write runs to its end (commit or rollback) even if the caller is cancelled: the
         # caller gets `CancelledError` at once, and the write finishes in the background, so a
         # cancellation never leaves a transaction, a lock or a connection half-way (the next
@@ -537,6 +539,7 @@ class AsyncStore(_StoreCore):
     async def close(self) -> None:
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
+        await self._readers.close()
         await self.engine.dispose()
 
     async def __aenter__(self) -> Self:

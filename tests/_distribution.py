@@ -211,13 +211,24 @@ def _violations(tree: exp.Expr, records: frozenset[str]) -> list[str]:
 
 
 class StatementRecorder:
-    """Collects every distinct statement sent to Postgres while installed (engine-wide)."""
+    """Collects every distinct statement sent to Postgres while installed: as a listener of
+    SQLAlchemy's `before_cursor_execute` (writes, migrations) and as an observer of the store's
+    read path (`pdpp_store._runtime.observing`), which runs below SQLAlchemy."""
 
     def __init__(self) -> None:
         self.statements: dict[str, int] = {}
 
     def __call__(self, conn: object, cursor: object, statement: str, *_: object) -> None:
-        dialect = getattr(getattr(conn, "dialect", None), "name", None)
+        self._count(conn, statement)
+
+    def executing(self, engine: Engine, statement: str, parameters: object) -> None:
+        self._count(engine, statement)
+
+    def fetched(self, engine: Engine, statement: str, rows: object) -> None:
+        pass
+
+    def _count(self, source: object, statement: str) -> None:
+        dialect = getattr(getattr(source, "dialect", None), "name", None)
         if dialect == "postgresql":
             self.statements[statement] = self.statements.get(statement, 0) + 1
 

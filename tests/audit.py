@@ -5,7 +5,12 @@
     assert audit.max_text_cell() <= 64
     assert not audit.saw("the secret")
 
-How it sees (one mechanism for sqlite3, psycopg, aiosqlite and psycopg-async alike):
+How it sees. The store's reads run below SQLAlchemy, on the driver (`pdpp_store._runtime`,
+Rule 6), through one execution point, `Statements`; the audit is one of its observers
+(`_runtime.observing`): it gets each read statement with its parameters as the DBAPI gets them,
+and every row the statement returned (a read fetches its whole answer, so no row stays in a
+driver buffer). Everything else (writes, migrations, a test's own SQL on the engine) runs on
+SQLAlchemy, seen by one mechanism for sqlite3, psycopg, aiosqlite and psycopg-async alike:
 1. `before_cursor_execute` records each statement and its parameters exactly as they go to the
    DBAPI cursor (BEGIN, SAVEPOINT and executemany batches included).
 2. `after_cursor_execute` replaces the execution context's cursor with a recording proxy. The
@@ -22,8 +27,8 @@ How it sees (one mechanism for sqlite3, psycopg, aiosqlite and psycopg-async ali
 4. The one path that bypasses `context.cursor` is an INSERT .. RETURNING run as
    "insertmanyvalues" batches, whose rows SQLAlchemy fetches from its local cursor. The audit
    cannot see those rows, so it refuses to pass: leaving the block raises `AuditBlind`.
-5. Hooks are engine-wide while the block runs (every connection of the engine), and removed on
-   exit, also when the block raises.
+5. Hooks are engine-wide while the block runs (every connection of the engine, and every read
+   of a store on it), and removed on exit, also when the block raises.
 
 `saw` is case-insensitive under the store's own fold (`pdpp_store.fold`): the store keeps a
 folded copy of text for matching, and handing out that copy leaks the text just as surely.
@@ -32,6 +37,7 @@ folded copy of text for matching, and handing out that copy leaks the text just 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from typing import Any, Self
 
 import psycopg
@@ -41,6 +47,7 @@ from sqlalchemy.engine.interfaces import ExecuteStyle
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pdpp_store import fold
+from pdpp_store._runtime import observing
 
 __all__ = ["AuditBlind", "BoundaryAudit", "Execution"]
 
@@ -136,6 +143,7 @@ class BoundaryAudit:
         self.values: list[object] = []
         self._blind: list[str] = []
         self._active = False
+        self._observation = ExitStack()
 
     @property
     def statements(self) -> list[str]:
@@ -148,12 +156,14 @@ class BoundaryAudit:
             raise RuntimeError("a BoundaryAudit cannot be entered twice at once")
         event.listen(self.engine, "before_cursor_execute", self._before)
         event.listen(self.engine, "after_cursor_execute", self._after)
+        self._observation.enter_context(observing(self))
         self._active = True
         return self
 
     def __exit__(self, exc_type: object, *_: object) -> None:
         event.remove(self.engine, "before_cursor_execute", self._before)
         event.remove(self.engine, "after_cursor_execute", self._after)
+        self._observation.close()
         self._active = False
         if self._blind and exc_type is None:
             raise AuditBlind(
@@ -177,6 +187,16 @@ class BoundaryAudit:
             self._blind.append(statement)
         if not isinstance(context.cursor, _RecordingCursor):
             context.cursor = _RecordingCursor(cursor, self)
+
+    # The store's read path (`_runtime.Observer`): statements of this engine only.
+
+    def executing(self, engine: Engine, statement: str, parameters: Any) -> None:
+        if engine is self.engine:
+            self.executions.append((statement, parameters))
+
+    def fetched(self, engine: Engine, _statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        if engine is self.engine:
+            self._take(rows)
 
     def _take(self, rows: Sequence[Any]) -> None:
         for row in rows:

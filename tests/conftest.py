@@ -25,6 +25,7 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,6 +36,8 @@ from _distribution import REFERENCE_TABLES, StatementRecorder
 from _fronts import FRONTS, StoreFront, open_front
 from _postgres import PostgresServer, Unavailable, find_server, unavailable
 from sqlalchemy import Engine, event
+
+from pdpp_store._runtime import observing
 
 if TYPE_CHECKING:
     from pdpp_store import Store
@@ -260,6 +263,8 @@ def each_database(request: pytest.FixtureRequest) -> Store:
 
 _statements = StatementRecorder()
 event.listen(Engine, "before_cursor_execute", _statements)
+_observation = ExitStack()  # for the whole session: the reads, which run below SQLAlchemy
+_observation.enter_context(observing(_statements))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -796,7 +796,7 @@ def _record_preview(shape: GrantShape, projected: bool, paged: bool, chosen: boo
     if projected:
         chosen_fields = and_(chosen_fields, in_ids(fields.c.path, "p_fields"))
     if chosen:
-        chosen_fields = and_(chosen_fields, fields.c.path.in_(bindparam("p_only", expanding=True)))
+        chosen_fields = and_(chosen_fields, in_ids(fields.c.path, "p_only"))
     if paged:
         chosen_fields = and_(chosen_fields, fields.c.path > bindparam("p_after"))
     first_chunk = and_(

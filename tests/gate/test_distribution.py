@@ -27,7 +27,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.pool import NullPool
 
 from pdpp_store import Store
-from pdpp_store._runtime import sync_url
+from pdpp_store._runtime import observing, sync_url
 
 pytestmark = pytest.mark.postgres
 
@@ -64,7 +64,7 @@ def test_sqlite_only_tables_are_classified_and_keyed_by_connection(tmp_path: Pat
 
 def test_every_operation_keeps_the_rules(pg_db_url: str) -> None:
     recorder = StatementRecorder()
-    with Store.open(pg_db_url) as store:
+    with Store.open(pg_db_url) as store, observing(recorder):
         event.listen(store.engine, "before_cursor_execute", recorder)
         setup_mailbox(store)
         blob = store.put_blob(b"%PDF-1.7 " * 100, "application/pdf")

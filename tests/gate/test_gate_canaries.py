@@ -940,12 +940,14 @@ def check_cursor(
 
 
 def capture_everything(caplog: pytest.LogCaptureFixture) -> None:
-    """Every logger at DEBUG, SQLAlchemy's (statements, parameters, rows) included.
+    """Every logger at DEBUG, SQLAlchemy's (statements, parameters, rows) and the store's read
+    path's (`pdpp_store.sql`: statements, rows) included.
 
     Call it before the store's first read: SQLAlchemy decides when a connection is made whether
     it logs, and the sync store keeps its read connection between reads."""
     caplog.set_level(logging.DEBUG)
-    for name in ("sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool", "aiosqlite", "psycopg"):
+    loggers = ("sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool", "aiosqlite", "psycopg")
+    for name in (*loggers, "pdpp_store.sql"):
         caplog.set_level(logging.DEBUG, logger=name)
 
 
@@ -1158,7 +1160,7 @@ def test_every_exclusion_holds_on_fixed_probes(
     assert error.code == "invalid_cursor"
     page = check_cursor(loaded, narrow, own, narrow, caplog, form="uri", limit=700)
     assert page.start_chars == 500
-    # The log check is not vacuous: SQLAlchemy's statement and row logging is captured.
+    # The log check is not vacuous: the read path's statement and row logging is captured.
     assert "SELECT" in caplog.text
     assert "Row (" in caplog.text
     # The grant a cursor binds is its id and terms (§4): the same ones in another object (with
