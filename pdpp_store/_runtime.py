@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from operator import itemgetter
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -265,8 +266,8 @@ class Plan:
     processing, result metadata) is done here once, not on every read."""
 
     sql: str
-    order: tuple[str, ...] | None
-    """The parameter names in the statement's order (positional paramstyle), else None."""
+    order: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None
+    """The parameter values in the statement's order (positional paramstyle), else None."""
     given: tuple[str, ...]
     constants: Mapping[str, Any]
     """Values the statement carries itself (literals SQLAlchemy binds, e.g. `substr(x, 1)`)."""
@@ -279,7 +280,7 @@ class Plan:
         values = {**self.constants, **{name: params[name] for name in self.given}}
         for name, process in self.processors:
             values[name] = process(values[name])
-        return values if self.order is None else tuple(values[name] for name in self.order)
+        return values if self.order is None else self.order(values)
 
     def rows(self, raw: Sequence[Sequence[Any]], description: Any) -> Rows:
         labels = self.labels or tuple(column[0] for column in description or ())
@@ -322,7 +323,7 @@ def _plan(statement: Any, dialect: Any) -> Plan | None:
                 converters.append((index, convert))
     return Plan(
         compiled.string,
-        tuple(compiled.positiontup) if compiled.positional else None,
+        _in_order(compiled.positiontup) if compiled.positional else None,
         tuple(given),
         constants,
         tuple(processors.items()),
@@ -334,6 +335,16 @@ def _plan(statement: Any, dialect: Any) -> Plan | None:
 _log = logging.getLogger("pdpp_store.sql")
 """Reads bypass SQLAlchemy's logging, so they log here in its manner: each statement at INFO
 (never its parameters, as the engine's `hide_parameters`), each row at DEBUG."""
+
+def _in_order(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A C-level getter of `names`' values, as a tuple whatever their number."""
+    if not names:
+        return lambda _: ()
+    getter = itemgetter(*names)
+    if len(names) == 1:
+        return lambda values: (getter(values),)
+    return getter  # type: ignore[return-value]
+
 
 _PLANS_KEPT = 1024
 """Plans one store keeps; statements are cached by shape (`_sql.statements`), so a store meets
@@ -460,6 +471,10 @@ class HeldReader:
                 conn.close()
         else:
             self._idle.append(conn)
+
+    def kept(self) -> int:
+        """How many read connections are kept open (idle) between reads."""
+        return len(self._idle)
 
     def close(self) -> None:
         while self._idle:
@@ -660,6 +675,10 @@ class AsyncReaders:
                 request = op.send(reply)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+
+    def kept(self) -> int:
+        """How many read connections are kept open (idle) between reads."""
+        return len(self._idle)
 
     async def close(self) -> None:
         while self._idle:

@@ -38,6 +38,7 @@ import binascii
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from .errors import BadRequest, Conflict
@@ -381,6 +382,13 @@ def parse_record_ref(
         return value if connection_id is None else value.scoped(connection_id)
     if not isinstance(value, str):
         raise _invalid("record", "record reference")
+    return _parse_text_ref(value, connection_id)
+
+
+@lru_cache(maxsize=4096)
+def _parse_text_ref(value: str, connection_id: str | None) -> RecordRef | UnscopedRecordRef:
+    """A reference given as text, parsed once per distinct text (a server reads the same
+    records again and again; the result is immutable and errors are never cached)."""
     if value.startswith(RECORD_URI_PREFIX):
         return _check_connection(parse_record_uri(value, param="record"), connection_id)
     if value.startswith("pdpp://"):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 from typing import Any
 
 from sqlalchemy import (
@@ -100,7 +100,13 @@ class IdList(TypeDecorator[list[str]]):
     def process_bind_param(self, value: list[str] | None, dialect: Dialect) -> Any:
         if value is None or dialect.name == "postgresql":
             return value
-        return json.dumps(value)
+        return _json_list(tuple(value))
+
+
+@lru_cache(maxsize=1024)
+def _json_list(names: tuple[str, ...]) -> str:
+    """A grant's list as JSON, once per distinct list (a grant's lists come back on each read)."""
+    return json.dumps(names)
 
 
 class id_set(GenericFunction[str]):

@@ -1,0 +1,212 @@
+"""The fronts' cost around their SQL (issue 14, PERFORMANCE.md goals 7 and 8), side by side:
+
+- async: `AsyncStore.read_field_window` against the very statement and parameters it sends (as
+  the boundary audit captured them), run on the raw async driver (aiosqlite `execute_fetchall`,
+  psycopg `AsyncConnection` in autocommit, one connection per task), with 1, 4 and 16 concurrent
+  tasks sharing `FRONT_READS` reads per round: reads/s of each;
+- sync: `Store` reads (a window by offset and by cursor, a record projection) against the raw
+  floor: the captured statements replayed on a bare autocommit DBAPI connection, as the library
+  runs its reads (no transaction).
+
+Every library answer is checked against the expected text, and every raw answer against the rows
+the library received. Environment: PDPP_BENCH_FRONT_READS (reads per async round, default 256;
+the smoke run uses 32).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+import psycopg
+import pytest
+from audit import BoundaryAudit
+from pytest_benchmark.fixture import BenchmarkFixture
+from sqlalchemy.engine import make_url
+
+from pdpp_store import AsyncStore
+
+from ._bench import WINDOW_CHARS, BenchDatabase, Captured
+from ._measure import DATASETS, label
+
+FRONT_READS = int(os.environ.get("PDPP_BENCH_FRONT_READS") or 256)
+TASKS = (1, 4, 16)
+DATASET = DATASETS[0]
+"""The smallest field of the matrix (window reads cost the same at any size: the window suite)."""
+OFFSET = 321
+
+
+@dataclass
+class AsyncFronts:
+    """One event loop with an `AsyncStore` and `max(TASKS)` raw async connections on it."""
+
+    loop: asyncio.AbstractEventLoop
+    store: AsyncStore
+    raw: list[Any]
+    backend: str
+
+    def run(self, work: Awaitable[Any]) -> Any:
+        return self.loop.run_until_complete(work)
+
+    async def raw_rows(self, connection: Any, statement: str, params: Any) -> list[Any]:
+        if self.backend == "sqlite":
+            return list(await connection.execute_fetchall(statement, params))
+        async with connection.cursor() as cursor:
+            await cursor.execute(statement, params)
+            return list(await cursor.fetchall())
+
+
+async def _open_raw(url: str, backend: str) -> Any:
+    if backend == "sqlite":
+        connection = await aiosqlite.connect(make_url(url).database or "", isolation_level=None)
+        await connection.execute("PRAGMA busy_timeout=10000")
+        return connection
+    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    return await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+
+
+@pytest.fixture(scope="module")
+def fronts(bench: BenchDatabase) -> Iterator[AsyncFronts]:
+    loop = asyncio.new_event_loop()
+    store = loop.run_until_complete(AsyncStore.open(bench.url))
+    raw = [loop.run_until_complete(_open_raw(bench.url, bench.backend)) for _ in range(max(TASKS))]
+    try:
+        yield AsyncFronts(loop, store, raw, bench.backend)
+    finally:
+        for connection in raw:
+            loop.run_until_complete(connection.close())
+        loop.run_until_complete(store.close())
+        loop.close()
+
+
+def _shares(total: int, tasks: int) -> list[int]:
+    return [total // tasks + (1 if n < total % tasks else 0) for n in range(tasks)]
+
+
+async def _concurrently(tasks: int, read: Callable[[int], Awaitable[object]]) -> list[object]:
+    """`FRONT_READS` reads split over `tasks` tasks; task `n` reads with `read(n)`."""
+
+    async def worker(n: int, count: int) -> list[object]:
+        return [await read(n) for _ in range(count)]
+
+    done = await asyncio.gather(
+        *(worker(n, count) for n, count in enumerate(_shares(FRONT_READS, tasks)))
+    )
+    return [answer for answers in done for answer in answers]
+
+
+def _captured(fronts: AsyncFronts, read: Awaitable[object]) -> Captured:
+    """One read of the async store under the boundary audit."""
+    with BoundaryAudit(fronts.store.engine) as audit:
+        fronts.run(read)
+    return Captured(
+        list(audit.executions), list(audit.rows), audit.chars_returned(), audit.max_text_cell()
+    )
+
+
+def _single(captured: Captured) -> tuple[str, Any]:
+    assert len(captured.executions) == 1, "a window read is one statement"
+    return captured.executions[0]
+
+
+@pytest.mark.parametrize("impl", ["library", "raw"])
+@pytest.mark.parametrize("tasks", TASKS)
+def test_async_front(
+    bench: BenchDatabase, fronts: AsyncFronts, benchmark: BenchmarkFixture, tasks: int, impl: str
+) -> None:
+    ref, grant = bench.ref(DATASET), bench.grant
+
+    async def library(_: int) -> object:
+        window = await fronts.store.read_field_window(
+            grant, ref, "body", offset_chars=OFFSET, limit_chars=WINDOW_CHARS
+        )
+        return window.text
+
+    expected_text = fronts.run(library(0))  # also warms the store's catalogue cache
+    captured = bench.case(("fronts-async", DATASET), lambda: _captured(fronts, library(0)))
+    statement, params = _single(captured)
+
+    async def raw(n: int) -> object:
+        return await fronts.raw_rows(fronts.raw[n], statement, params)
+
+    read = library if impl == "library" else raw
+    label(
+        benchmark,
+        f"fronts async {bench.backend} {tasks} tasks",
+        suite="fronts",
+        front="async",
+        backend=bench.backend,
+        impl=impl,
+        tasks=tasks,
+        reads=FRONT_READS,
+    )
+    answers = benchmark(lambda: fronts.run(_concurrently(tasks, read)))
+    assert len(answers) == FRONT_READS
+    expected = expected_text if impl == "library" else captured.rows
+    assert all(_plain(answer) == expected for answer in answers)
+
+
+def _plain(answer: object) -> object:
+    """A raw answer as the audit records rows (tuples of plain values); text as it is."""
+    if isinstance(answer, list):
+        return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in answer]
+    return answer
+
+
+def _floor(bench: BenchDatabase, executions: Sequence[tuple[str, Any]]) -> list[Any]:
+    """The captured statements on the bare autocommit connection: the raw floor."""
+    cursor = bench.raw.cursor()
+    rows: list[Any] = []
+    try:
+        for statement, params in executions:
+            cursor.execute(statement, params)
+            if cursor.description is not None:
+                rows.extend(cursor.fetchall())
+    finally:
+        cursor.close()
+    return rows
+
+
+SYNC_READS = ("window-offset", "window-cursor", "record")
+
+
+@pytest.mark.parametrize("impl", ["library", "floor"])
+@pytest.mark.parametrize("read", SYNC_READS)
+def test_sync_front(bench: BenchDatabase, benchmark: BenchmarkFixture, read: str, impl: str) -> None:
+    store, grant, ref = bench.store, bench.grant, bench.ref(DATASET)
+
+    def cursor() -> str:
+        after = store.read_field_window(
+            grant, ref, "body", offset_chars=OFFSET + WINDOW_CHARS, limit_chars=WINDOW_CHARS
+        )
+        assert after.previous_cursor is not None
+        return after.previous_cursor
+
+    token = bench.case(("fronts-cursor", DATASET), cursor)
+    library: dict[str, Callable[[], object]] = {
+        "window-offset": lambda: store.read_field_window(
+            grant, ref, "body", offset_chars=OFFSET, limit_chars=WINDOW_CHARS
+        ).text,
+        "window-cursor": lambda: store.read_field_window(grant, ref, "body", cursor=token).text,
+        "record": lambda: store.read_record(grant, ref).to_dict(),
+    }
+    expected = library[read]()
+    captured = bench.case(("fronts-sync", DATASET, read), lambda: bench.capture(library[read]))
+    assert len(captured.executions) == 1, f"{read} is one statement"
+    label(
+        benchmark,
+        f"fronts sync {bench.backend} {read}",
+        suite="fronts",
+        front="sync",
+        backend=bench.backend,
+        impl=impl,
+        read=read,
+    )
+    if impl == "library":
+        assert benchmark(library[read]) == expected
+    else:
+        assert benchmark(lambda: _floor(bench, captured.executions)) == captured.rows
