@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
 from . import _report_wide
+from . import _report_fronts
 
 BACKENDS = ("sqlite", "postgres")
 BACKEND_TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
@@ -35,6 +36,7 @@ Key = tuple[str, ...]
 
 SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [
     _report_wide.render,
+    _report_fronts.render,
 ]
 """The report's further sections, rendered after the size matrix in this order: each takes the
 pytest-benchmark JSON of the run and returns its markdown lines, finding its cells by their
