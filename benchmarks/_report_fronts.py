@@ -4,6 +4,7 @@ floor, each ratio from cells of the same run found by their `extra_info` coordin
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 BACKENDS = ("sqlite", "postgres")
@@ -66,10 +67,11 @@ def _async_rows(cells: Cells) -> list[list[str]]:
 def _growth(cells: Cells, backend: str, impl: str) -> str:
     tasks = sorted({key[2] for key in cells if key[:2] == ("async", backend)})
     rates = [_reads_per_s(cells.get(("async", backend, count, impl))) for count in tasks]
-    if not rates or None in rates:
+    known = [rate for rate in rates if rate is not None]
+    if not known or len(known) != len(rates):
         return "n/a"
-    grows = all(b >= a for a, b in zip(rates, rates[1:], strict=False))  # type: ignore[operator]
-    return " → ".join(_rate(rate) for rate in rates) + ("" if grows else " (falls)")
+    grows = all(b >= a for a, b in pairwise(known))
+    return " → ".join(_rate(rate) for rate in known) + ("" if grows else " (falls)")
 
 
 def _sync_rows(cells: Cells) -> list[list[str]]:
@@ -106,7 +108,7 @@ def render(data: dict[str, Any]) -> list[str]:
         "`AsyncStore.read_field_window` (a 4096-character window) against the very statement "
         "and parameters it sends, on the raw async driver (aiosqlite `execute_fetchall`; psycopg "
         "`AsyncConnection` in autocommit), one connection per task, the same reads split over "
-        f"1, 4 and 16 concurrent tasks. Goal: library / raw ≤ {ASYNC_GOAL:g}×, and reads/s "
+        f"1, 4 and 16 concurrent tasks. Goal: library / raw ≤ {ASYNC_GOAL:g}x, and reads/s "
         "that grow with the tasks.",
         "",
     ]
@@ -127,7 +129,7 @@ def render(data: dict[str, Any]) -> list[str]:
         "",
         "**Sync**: `Store` reads against the raw floor (the captured statement replayed on a bare "
         "autocommit DBAPI connection, as the store runs its reads: no transaction). Goal: "
-        f"library / floor ≤ {SYNC_GOAL:g}×.",
+        f"library / floor ≤ {SYNC_GOAL:g}x.",
         "",
     ]
     lines += table(

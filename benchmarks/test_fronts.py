@@ -176,7 +176,9 @@ SYNC_READS = ("window-offset", "window-cursor", "record")
 
 @pytest.mark.parametrize("impl", ["library", "floor"])
 @pytest.mark.parametrize("read", SYNC_READS)
-def test_sync_front(bench: BenchDatabase, benchmark: BenchmarkFixture, read: str, impl: str) -> None:
+def test_sync_front(
+    bench: BenchDatabase, benchmark: BenchmarkFixture, read: str, impl: str
+) -> None:
     store, grant, ref = bench.store, bench.grant, bench.ref(DATASET)
 
     def cursor() -> str:
@@ -188,9 +190,11 @@ def test_sync_front(bench: BenchDatabase, benchmark: BenchmarkFixture, read: str
 
     token = bench.case(("fronts-cursor", DATASET), cursor)
     library: dict[str, Callable[[], object]] = {
-        "window-offset": lambda: store.read_field_window(
-            grant, ref, "body", offset_chars=OFFSET, limit_chars=WINDOW_CHARS
-        ).text,
+        "window-offset": lambda: (
+            store.read_field_window(
+                grant, ref, "body", offset_chars=OFFSET, limit_chars=WINDOW_CHARS
+            ).text
+        ),
         "window-cursor": lambda: store.read_field_window(grant, ref, "body", cursor=token).text,
         "record": lambda: store.read_record(grant, ref).to_dict(),
     }

@@ -34,11 +34,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from operator import itemgetter
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -336,6 +336,7 @@ _log = logging.getLogger("pdpp_store.sql")
 """Reads bypass SQLAlchemy's logging, so they log here in its manner: each statement at INFO
 (never its parameters, as the engine's `hide_parameters`), each row at DEBUG."""
 
+
 def _in_order(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
     """A C-level getter of `names`' values, as a tuple whatever their number."""
     if not names:
@@ -343,7 +344,7 @@ def _in_order(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, 
     getter = itemgetter(*names)
     if len(names) == 1:
         return lambda values: (getter(values),)
-    return getter  # type: ignore[return-value]
+    return getter
 
 
 _PLANS_KEPT = 1024
@@ -363,6 +364,10 @@ class Statements:
         self._plans: dict[int, tuple[Any, Plan | None]] = {}
 
     def plan(self, request: Execute) -> Plan | None:
+        """The request's plan; None where it runs on SQLAlchemy (an executemany, or a statement
+        that needs SQLAlchemy at every execution)."""
+        if request.params is not None and not isinstance(request.params, Mapping):
+            return None
         statement = request.statement_for(self.dialect)
         found = self._plans.get(id(statement))
         if found is None or found[0] is not statement:
@@ -372,7 +377,10 @@ class Statements:
             self._plans[id(statement)] = found
         return found[1]
 
-    def send(self, plan: Plan, params: Mapping[str, Any] | None) -> Any:
+    def send(self, plan: Plan, request: Execute) -> Any:
+        """The request's parameters as the DBAPI takes them, told to every observer."""
+        params = request.params
+        assert params is None or isinstance(params, Mapping)  # see `plan`
         parameters = plan.parameters(params or {})
         for observer in _observers:
             observer.executing(self.engine, plan.sql, parameters)
@@ -380,9 +388,7 @@ class Statements:
             _log.info("%s\n[parameters hidden]", plan.sql)
         return parameters
 
-    def received(
-        self, plan: Plan, raw: Sequence[Sequence[Any]], description: Any
-    ) -> Rows | None:
+    def received(self, plan: Plan, raw: Sequence[Sequence[Any]], description: Any) -> Rows | None:
         if description is None and plan.labels is None:
             return None
         for observer in _observers:
@@ -404,9 +410,11 @@ def _read_sync(statements: Statements, conn: Connection, op: Op[T]) -> T:
         if isinstance(request, Execute) and request.runs_on(statements.dialect):
             plan = statements.plan(request)
             if plan is None:
-                reply = _reply(conn.execute(request.statement_for(statements.dialect), request.params))
+                reply = _reply(
+                    conn.execute(request.statement_for(statements.dialect), request.params)
+                )
             else:
-                parameters = statements.send(plan, request.params)
+                parameters = statements.send(plan, request)
                 cursor = dbapi.cursor()
                 try:
                     cursor.execute(plan.sql, parameters)
@@ -460,7 +468,7 @@ class HeldReader:
         finally:
             op.close()
         self._put_back(conn, True)
-        return result  # type: ignore[no-any-return]
+        return result
 
     def _put_back(self, conn: Connection, healthy: bool) -> None:
         if not healthy:
@@ -613,9 +621,10 @@ class AsyncReaders:
     def __init__(self, engine: AsyncEngine, busy_timeout_s: float) -> None:
         self._engine = engine
         self._busy_timeout_s = busy_timeout_s
-        self._slots = asyncio.Semaphore(READER_SLOTS)
-        self._idle: list[_Held] = []
         self.statements = Statements(engine.sync_engine)
+        in_process = self.statements.dialect.runs_in_process
+        self._slots = asyncio.Semaphore(IN_PROCESS_READERS if in_process else READER_SLOTS)
+        self._idle: list[_Held] = []
 
     async def run(self, op: Op[T]) -> T:
         try:
@@ -669,7 +678,7 @@ class AsyncReaders:
                         statement = request.statement_for(statements.dialect)
                         reply = _reply(await held.conn.execute(statement, request.params))
                     else:
-                        parameters = statements.send(plan, request.params)
+                        parameters = statements.send(plan, request)
                         raw, description = await held.fetch(held.driver, plan, parameters)
                         reply = statements.received(plan, raw, description)
                 request = op.send(reply)
@@ -698,6 +707,11 @@ one of the other `POOL_SIZE + POOL_OVERFLOW - WRITER_SLOTS` pooled connections: 
 queues behind writers waiting for a lock."""
 READER_SLOTS = POOL_SIZE + POOL_OVERFLOW - WRITER_SLOTS
 """At most this many reads of one `AsyncStore` hold connections at once (`AsyncReaders`)."""
+IN_PROCESS_READERS = 2
+"""As `READER_SLOTS` where the database runs in this process (SQLite): each aiosqlite
+connection is a thread contending for the interpreter with the event loop, and beyond two (one
+running SQL while the loop prepares the next read) more only convoy on it; measured, 4 and 16
+connections gave half the reads/s of one."""
 
 
 @contextmanager

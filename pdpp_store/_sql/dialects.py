@@ -71,6 +71,10 @@ class Capabilities:
     alters_by_copy: bool
     """`ALTER TABLE` cannot drop or change a column, so migrations rebuild the table (Alembic's
     batch mode: SQLite)."""
+    runs_in_process: bool
+    """The database engine runs inside this process (SQLite): its work holds the interpreter
+    between statements, so reads on more than a few connections at once only queue for it (an
+    async front keeps `IN_PROCESS_READERS` read connections, not one per concurrent task)."""
     search_index_is_side_table: bool
     """The search index (migration 0005) is a side table that the store's writes fill and that
     is asked with `MATCH` (SQLite: FTS5 `trigram`). Otherwise it is an expression index on
@@ -89,6 +93,7 @@ SQLITE = Capabilities(
     file_based=True,
     alters_by_copy=True,
     plans_by_statistics=False,
+    runs_in_process=True,
     search_index_is_side_table=True,
 )
 
@@ -103,6 +108,7 @@ POSTGRESQL = Capabilities(
     file_based=False,
     alters_by_copy=False,
     plans_by_statistics=True,
+    runs_in_process=False,
     search_index_is_side_table=False,
 )
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import suppress
 
 import pytest
 from _data import MAILBOX, attachment, body, grant, manifest, owner, ref_id, setup_mailbox
 from _fronts import StoreFront
 from audit import BoundaryAudit
+from sqlalchemy.pool import Pool, QueuePool
 
 from pdpp_store import AsyncStore, NotFound, Store, StoreError
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
@@ -64,7 +66,9 @@ def test_every_read_is_one_statement(store: StoreFront) -> None:
         "offset": lambda: store.read_field_window(
             grant, REF, "body_text", offset_chars=500, limit_chars=100
         ),
-        "cursor": lambda: store.read_field_window(grant, REF, "body_text", cursor=first.next_cursor),
+        "cursor": lambda: store.read_field_window(
+            grant, REF, "body_text", cursor=first.next_cursor
+        ),
         "q": lambda: store.read_field_window(grant, REF, "body_text", q="CLOSING", before_chars=5),
         "record": lambda: store.read_record(grant, REF),
         "record, chosen fields": lambda: store.read_record(grant, REF, fields=["body_text", "id"]),
@@ -106,6 +110,11 @@ def _refused(store: StoreFront, ref: str) -> None:
 # ---------------------------------------------------------------- kept connections
 
 
+def _checked_out(pool: Pool) -> int:
+    assert isinstance(pool, QueuePool)
+    return pool.checkedout()
+
+
 def test_sync_reads_keep_no_connection_past_their_bound(db_url: str) -> None:
     with Store.open(db_url) as store:
         _loaded(store)
@@ -114,7 +123,8 @@ def test_sync_reads_keep_no_connection_past_their_bound(db_url: str) -> None:
             store.read_field_window(owner(), REF, "body_text", limit_chars=10)
         with pytest.raises(StoreError):
             store.read_field_window(owner(), REF, "body_text", cursor="not-a-cursor")
-        assert store.engine.pool.checkedout() == store._reader.kept() <= 2  # the runtime's own count
+        kept = store._reader.kept()  # the runtime's own count
+        assert _checked_out(store.engine.pool) == kept <= 2
 
 
 async def _cancel_reads(url: str) -> tuple[int, int, str]:
@@ -135,12 +145,11 @@ async def _cancel_reads(url: str) -> tuple[int, int, str]:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             for _ in range(3):  # missing records: a domain error keeps the connection
-                try:
+                with suppress(NotFound):
                     await store.read_field_window(owner(), ref_id("gone"), "body_text")
-                except NotFound:
-                    pass
         text = (await read()).text  # type: ignore[attr-defined]
-        return store.engine.pool.checkedout(), store._readers.kept(), text  # the runtime's own count
+        kept = store._readers.kept()  # the runtime's own count
+        return _checked_out(store.engine.pool), kept, text
     finally:
         await store.close()
 
