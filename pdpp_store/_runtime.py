@@ -628,17 +628,18 @@ class AsyncReaders:
 
     async def run(self, op: Op[T]) -> T:
         try:
-            async with asyncio.timeout(self._busy_timeout_s):
-                await self._slots.acquire()
-        except TimeoutError:
-            op.close()
-            raise busy("every read connection of this store is in use; retry") from None
-        try:
-            return await self._run(op)
-        except _DB_ERRORS as exc:
-            raise translate_db_error(exc) from exc
+            try:
+                async with asyncio.timeout(self._busy_timeout_s):
+                    await self._slots.acquire()  # cancellation-safe: no slot is lost
+            except TimeoutError:
+                raise busy("every read connection of this store is in use; retry") from None
+            try:
+                return await self._run(op)
+            except _DB_ERRORS as exc:
+                raise translate_db_error(exc) from exc
+            finally:
+                self._slots.release()
         finally:
-            self._slots.release()
             op.close()
 
     async def _run(self, op: Op[T]) -> T:

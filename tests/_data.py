@@ -106,26 +106,41 @@ def attachment(
 
 class SqlLog:
     """Every SQL statement a store (any front) runs inside ``with SqlLog(store) as log:``;
-    ``log.touching(*RECORD_TABLES)`` lists those that read record data."""
+    ``log.touching(*RECORD_TABLES)`` lists those that read record data. Statements run on
+    SQLAlchemy (writes) are seen by its cursor events, the store's reads (run below it) by the
+    runtime's observation hook (`pdpp_store._runtime.observing`)."""
 
     def __init__(self, store: Any) -> None:
         engine = store.engine
         self._engine = getattr(engine, "sync_engine", engine)  # an AsyncEngine's core fires events
         self.statements: list[str] = []
+        self._observation: Any = None
 
     def _record(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         self.statements.append(statement)
 
+    def executing(self, engine: Any, statement: str, _parameters: Any) -> None:
+        if engine is self._engine:
+            self.statements.append(statement)
+
+    def fetched(self, *_: Any) -> None:
+        pass
+
     def __enter__(self) -> SqlLog:
         from sqlalchemy import event
 
+        from pdpp_store._runtime import observing
+
         event.listen(self._engine, "before_cursor_execute", self._record)
+        self._observation = observing(self)
+        self._observation.__enter__()
         return self
 
     def __exit__(self, *_: object) -> None:
         from sqlalchemy import event
 
         event.remove(self._engine, "before_cursor_execute", self._record)
+        self._observation.__exit__(None, None, None)
 
     def touching(self, *tables: str) -> list[str]:
         """The statements that name any of `tables` as a whole word."""
