@@ -198,7 +198,8 @@ def _options(caps: Capabilities, write: bool) -> dict[str, Any]:
     return {_READ: True}
 
 
-def _drive_sync(conn: Connection, op: Op[T], *, commit: bool = True) -> T:
+def _drive_sync(conn: Connection, op: Op[T]) -> T:
+    """Run a write (or the opener's) operation on SQLAlchemy, committing at its end."""
     dialect = capabilities(conn.dialect.name)
     try:
         request = next(op)
@@ -212,8 +213,7 @@ def _drive_sync(conn: Connection, op: Op[T], *, commit: bool = True) -> T:
                 reply = _reply(conn.execute(request.statement_for(dialect), request.params))
             request = op.send(reply)
     except StopIteration as done:
-        if commit:
-            conn.commit()
+        conn.commit()
         return done.value  # type: ignore[no-any-return]
     finally:
         op.close()
@@ -628,11 +628,7 @@ class AsyncReaders:
 
     async def run(self, op: Op[T]) -> T:
         try:
-            try:
-                async with asyncio.timeout(self._busy_timeout_s):
-                    await self._slots.acquire()  # cancellation-safe: no slot is lost
-            except TimeoutError:
-                raise busy("every read connection of this store is in use; retry") from None
+            await self._acquire()
             try:
                 return await self._run(op)
             except _DB_ERRORS as exc:
@@ -641,6 +637,18 @@ class AsyncReaders:
                 self._slots.release()
         finally:
             op.close()
+
+    async def _acquire(self) -> None:
+        """A read slot, waited for at most `busy_timeout_s` (a free one is taken at once, without
+        arming a timer). `Semaphore.acquire` is cancellation-safe: no slot is lost."""
+        if not self._slots.locked():
+            await self._slots.acquire()
+            return
+        try:
+            async with asyncio.timeout(self._busy_timeout_s):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise busy("every read connection of this store is in use; retry") from None
 
     async def _run(self, op: Op[T]) -> T:
         held = self._idle.pop() if self._idle else await self._checkout()

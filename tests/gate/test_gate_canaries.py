@@ -49,6 +49,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any, Literal, TypeAlias
 
+import aiosqlite
 import pytest
 from _data import MAILBOX, MIXED_ALPHABET, OTHER_MAILBOX, canonical, manifest
 from _fronts import StoreFront
@@ -857,6 +858,20 @@ def _where(ds: Dataset, canaries: Iterable[str]) -> str:
     return "; ".join(table[canary].where() for canary in canaries)
 
 
+def _settle(store: StoreFront) -> None:
+    """Let aiosqlite's worker threads finish logging. Each logs the call it ran (its SQL and
+    parameters) just after handing back the result, so the last line of one operation can land
+    in the next one's capture, where the canaries its request carried look like a leak. A no-op
+    call on each kept read connection runs only after those lines (one thread per connection,
+    calls in order)."""
+    readers = getattr(getattr(store, "wrapped", None), "_readers", None)  # the kept connections
+    if readers is None:
+        return
+    for held in list(readers._idle):
+        if isinstance(held.driver, aiosqlite.Connection):
+            store._loop.run_until_complete(held.driver.execute_fetchall("SELECT 1"))  # type: ignore[union-attr]
+
+
 def check(
     store: StoreFront,
     grant_dict: GrantDict,
@@ -868,6 +883,7 @@ def check(
     `StoreError`)."""
     grant = Grant.from_dict(grant_dict)
     secret = forbidden(grant_dict, ds, through_blobs=isinstance(op, BlobMeta | BlobBytes))
+    _settle(store)
     caplog.clear()
     result: Any = None
     error: StoreError | None = None
@@ -876,6 +892,7 @@ def check(
             result = op.run(store, grant)
         except StoreError as exc:
             error = exc
+    _settle(store)
     what = f"{op!r} under {grant_dict!r}"
     # Joined without separators: a canary cut across two chunk rows crossed all the same.
     cells = "".join(_text(value) for value in audit.values).lower()
