@@ -840,6 +840,17 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _crossed_text(rows: Iterable[tuple[object, ...]]) -> str:
+    """Every cell that crossed, lower-cased and joined without separators, and then each column
+    on its own, joined down the rows: a canary cut across two chunk rows crossed all the same,
+    even with the rows' other columns (the field's metadata) between its pieces."""
+    rows = list(rows)
+    width = max((len(row) for row in rows), default=0)
+    by_row = "".join(_text(value) for row in rows for value in row)
+    by_column = ("".join(_text(row[i]) for row in rows if i < len(row)) for i in range(width))
+    return "\x00".join([by_row, *by_column]).lower()
+
+
 def _speech(error: StoreError | None, logs: str) -> str:
     """Everything said about the operation besides its result: the error and the logs."""
     said = [logs]
@@ -894,8 +905,7 @@ def check(
             error = exc
     _settle(store)
     what = f"{op!r} under {grant_dict!r}"
-    # Joined without separators: a canary cut across two chunk rows crossed all the same.
-    cells = "".join(_text(value) for value in audit.values).lower()
+    cells = _crossed_text(audit.rows)
     crossed = [canary for canary in secret if canary.lower() in cells]
     assert not crossed, f"unauthorized canary crossed into Python: {_where(ds, crossed)}; {what}"
     returned = (
