@@ -501,6 +501,7 @@ def read_resource(ctx: click.Context, uri: str, grant: IO[bytes] | None, output:
 @click.option("--connection", "connection_id", metavar="CONNECTION_ID", help="One connection only.")
 @click.option("--limit", type=int, metavar="N", help="Hits per page (1..50, default 10).")
 @click.option("--cursor", metavar="TEXT", help="The next_cursor of the previous page.")
+@_format_option()
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -511,25 +512,18 @@ def search(
     connection_id: str | None,
     limit: int | None,
     cursor: str | None,
+    output: str,
 ) -> None:
-    """Records that match Q under the grant, each with the place of the match and how to read it."""
-    store = _open_store(ctx)
-    chosen = list(streams) or None
-    page = (
-        store.search(
-            _load_grant(grant), q, streams=chosen, connection_id=connection_id, cursor=cursor
-        )
-        if limit is None
-        else store.search(
-            _load_grant(grant),
-            q,
-            streams=chosen,
-            connection_id=connection_id,
-            limit=limit,
-            cursor=cursor,
-        )
-    )
-    _echo_json(page.to_dict())
+    """Records that match Q under the grant, each with the place of the match and how to read it
+    (text: with the call that reads the next page)."""
+    options: dict[str, Any] = {"streams": list(streams) or None, "connection_id": connection_id}
+    if limit is not None:
+        options["limit"] = limit
+    card = _open_store(ctx).search(_load_grant(grant), q, cursor=cursor, **options).to_dict()
+    if output == "json":
+        _echo_json(card)
+        return
+    click.echo(evidence_text.search_text(card, as_tool_call))
 
 
 @cli.group("grant")

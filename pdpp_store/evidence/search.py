@@ -149,6 +149,9 @@ class SearchHit:
 class SearchPage:
     hits: tuple[SearchHit, ...]
     next_cursor: str | None = None
+    next: Continuation | None = None
+    """The `search` call that reads the next page (the same arguments, `cursor` set to
+    `next_cursor`); None on the last page."""
 
     JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
         "SearchPage",
@@ -157,8 +160,9 @@ class SearchPage:
             "data": {"type": "array", "items": embedded(SearchHit.JSON_SCHEMA)},
             "has_more": {"type": "boolean"},
             "next_cursor": nullable({"type": "string"}),
+            "next": nullable(embedded(Continuation.JSON_SCHEMA)),
         },
-        ["object", "data", "has_more", "next_cursor"],
+        ["object", "data", "has_more", "next_cursor", "next"],
     )
 
     @property
@@ -171,4 +175,5 @@ class SearchPage:
             "data": [hit.to_dict() for hit in self.hits],
             "has_more": self.has_more,
             "next_cursor": self.next_cursor,
+            "next": None if self.next is None else self.next.to_dict(),
         }

@@ -266,17 +266,15 @@ def record_text(page: RecordPage, call: CallFormatter) -> str:
 # ---------------------------------------------------------------- search, schema, blobs, errors
 
 
-def search_text(
-    page: Mapping[str, Any], call: CallFormatter, next_page: Mapping[str, Any] | None = None
-) -> str:
-    """A page of search hits: the header line, then per hit one line per proven excerpt (the
-    evidence first, then where it is and the call that reads around it), or one line saying
-    that only metadata matched."""
+def search_text(page: Mapping[str, Any], call: CallFormatter) -> str:
+    """A page of search hits: the header line (with the call that reads the next page, the
+    page's `next`), then per hit one line per proven excerpt (the evidence first, then where it
+    is and the call that reads around it), or one line saying that only metadata matched."""
     hits = page["data"]
     header = {
         "results": len(hits),
         "has_more": page["has_more"],
-        "next": _optional_call(call, next_page),
+        "next": _optional_call(call, page.get("next")),
     }
     out = [compact(header)]
     for hit in hits:

@@ -222,9 +222,9 @@ def blob_contents(blob: Any, uri: str) -> types.ReadResourceResult:
 # ---------------------------------------------------------------- search, schema
 
 
-def search_result(page: Any, next_page: Mapping[str, Any] | None) -> types.CallToolResult:
+def search_result(page: Any) -> types.CallToolResult:
     card = page.to_dict()
-    content: list[Any] = [_text(evidence_text.search_text(card, as_tool_call, next_page))]
+    content: list[Any] = [_text(evidence_text.search_text(card, as_tool_call))]
     for hit in card["data"]:
         for excerpt in hit.get("evidence_excerpts") or []:
             excerpt["call"] = as_tool_call(excerpt["read"])
@@ -237,7 +237,7 @@ def search_result(page: Any, next_page: Mapping[str, Any] | None) -> types.CallT
                         f"The window of field {excerpt['field_path']!r} around the match.",
                     )
                 )
-    card["next"] = None if next_page is None else as_tool_call(next_page)
+    card["next"] = None if card["next"] is None else as_tool_call(card["next"])
     return types.CallToolResult(content=content, structured_content=card)
 
 

@@ -141,12 +141,7 @@ async def search(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> typ
     query = {
         name: args[name] for name in ("streams", "connection_id", "limit", "cursor") if name in args
     }
-    page = await store.search(grant, _string(args, "q"), **query)
-    following = None
-    if page.next_cursor is not None:
-        arguments = {**args, "cursor": page.next_cursor}
-        following = {"operation": "search", "arguments": arguments, "resource_uri": None}
-    return render.search_result(page, following)
+    return render.search_result(await store.search(grant, _string(args, "q"), **query))
 
 
 async def schema(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:

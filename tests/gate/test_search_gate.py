@@ -132,7 +132,13 @@ def check_search_gate(store: StoreFront) -> None:
     engine = store.engine
     for limit in (1, 10):
         nothing = _answer(store, NOTHING, limit=limit)
-        assert nothing == {"object": "list", "data": [], "has_more": False, "next_cursor": None}
+        assert nothing == {
+            "object": "list",
+            "data": [],
+            "has_more": False,
+            "next_cursor": None,
+            "next": None,
+        }
         for name, canary in CANARIES.items():
             for q in (canary, canary.upper(), f'"{canary}"', f"quarterly {canary}"):
                 with BoundaryAudit(engine) as audit:

@@ -208,7 +208,13 @@ async def test_search_is_the_library_page(site: Site) -> None:
     assert [hit["id"] for hit in page["data"]] == [f"{MAILBOX}/message_bodies:b3"]
     # The narrow token's resources hide b3: no hit, and no trace of it.
     hidden = await site.get(NARROW, "/v1/search", {"q": "7f3a9"})
-    assert hidden.json() == {"object": "list", "data": [], "has_more": False, "next_cursor": None}
+    assert hidden.json() == {
+        "object": "list",
+        "data": [],
+        "has_more": False,
+        "next_cursor": None,
+        "next": None,
+    }
 
 
 async def test_search_pages_by_cursor_without_skips_or_repeats(site: Site) -> None:
