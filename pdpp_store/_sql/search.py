@@ -19,9 +19,10 @@ Rules:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from sqlalchemy import (
@@ -31,26 +32,31 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
+    cast,
     exists,
     false,
     func,
     literal_column,
     or_,
     select,
+    true,
     tuple_,
-    union,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
 from pdpp_store._core.grants import StreamGrant
-from pdpp_store._core.values import LOOKAHEAD_CHARS
+from pdpp_store._core.values import CHUNK_CHARS, LOOKAHEAD_CHARS
+from pdpp_store.evidence import FieldInfo
 
-from .dialects import Capabilities, strpos
+from .dialects import Capabilities, greatest, least, strpos
 from .requests import Execute, Rows
 from .statements import (
+    FIELD_META,
     INDEX_ROWID_SHIFT,
     GrantShape,
     _kind_in,
     _same_record,
+    field_info,
     fts_query,
     grant_params,
     like_pattern,
@@ -62,14 +68,21 @@ from .tables import connections, field_chunks, fields, manifests, records, strea
 
 __all__ = [
     "DeclaringConnection",
+    "FieldOccurrences",
     "Key",
+    "Preview",
     "SearchGroup",
+    "Target",
     "candidates",
     "declaring_connections",
+    "first_occurrences",
     "hit_keys",
     "hits",
     "manifest_documents",
-    "nth_key",
+    "next_keys",
+    "occurrences",
+    "preview_texts",
+    "previews",
     "stored_manifests",
     "stream_connections",
 ]
@@ -183,37 +196,49 @@ Key = tuple[str, str, str]
 """A record's key: (connection_id, stream, record_id)."""
 
 
-def _bucket(count: int) -> int:
-    """Statements that take a list of keys are cached per bucket of list sizes (a power of two),
-    the list padded with its last key: few shapes, each compiled once."""
-    size = 1
-    while size < count:
-        size *= 2
-    return size
+KEY_COLUMNS = ("connection_id", "stream", "record_id")
+"""The columns of a record key (`Key`) bound as a table by `_bound_rows`."""
+
+Columns = tuple[tuple[str, bool], ...]
+"""The columns of a table of bound rows: (name, is a key column (text) or an integer)."""
 
 
-def _key_params(keys: Sequence[Key], prefix: str) -> dict[str, Any]:
-    padded = list(keys) + [keys[-1]] * (_bucket(len(keys)) - len(keys))
-    return {
-        f"{prefix}{n}_{part}": value
-        for n, key in enumerate(padded)
-        for part, value in zip(("c", "s", "r"), key, strict=True)
-    }
+def _bound_json(rows: Sequence[tuple[Any, ...]]) -> str:
+    """The parameter `_bound_rows` reads: the rows as one JSON array of arrays."""
+    return json.dumps([list(row) for row in rows], ensure_ascii=False)
 
 
-def _keys_subquery(count: int, prefix: str) -> Any:
-    """The keys bound by `_key_params` as a table (`connection_id`, `stream`, `record_id`),
-    duplicates removed, to be joined by equality (which every planner turns into key lookups;
-    a row-value `IN` list was seen to be scanned)."""
-    rows = [
-        select(
-            bindparam(f"{prefix}{n}_c", type_=Text()).label("connection_id"),
-            bindparam(f"{prefix}{n}_s", type_=Text()).label("stream"),
-            bindparam(f"{prefix}{n}_r", type_=Text()).label("record_id"),
+def _bound_rows(caps: Capabilities, name: str, columns: Columns) -> Any:
+    """The rows bound as JSON in parameter `name` (`_bound_json`), as a table of `columns`, to
+    be joined by equality (which every planner turns into key lookups; a row-value `IN` list
+    was seen to be scanned). One parameter whatever the number of rows, so one statement to
+    plan: bound as a `UNION` of one `SELECT` per row, Postgres spent 10-15 ms planning a page.
+    Key columns come in the key columns' own collation, or Postgres cannot use their indexes
+    for the join."""
+    rows = bindparam(name, type_=Text())
+    if caps.name == "sqlite":
+        elements = func.json_each(rows).table_valued("value").alias(f"{name}_rows")
+
+        def item(number: int, key: bool) -> ColumnElement[Any]:
+            return func.json_extract(elements.c.value, literal_column(f"'$[{number}]'"))
+
+    else:
+        elements = (
+            func.jsonb_array_elements(cast(rows, JSONB)).table_valued("value").alias(f"{name}_rows")
         )
-        for n in range(count)
-    ]
-    return (union(*rows) if len(rows) > 1 else rows[0]).subquery(f"{prefix}keys")
+
+        def item(number: int, key: bool) -> ColumnElement[Any]:
+            value = elements.c.value.op("->>")(literal_column(str(number)))
+            return value.collate("C") if key else cast(value, Integer)
+
+    return select(
+        *(item(number, key).label(column) for number, (column, key) in enumerate(columns))
+    ).subquery(f"{name}_table")
+
+
+def _keys_table(caps: Capabilities, name: str) -> Any:
+    """Record keys bound by `_bound_json`, as a table."""
+    return _bound_rows(caps, name, tuple((column, True) for column in KEY_COLUMNS))
 
 
 def _scope_params(
@@ -255,24 +280,24 @@ def _in_scope(
     return or_(*disjuncts) if disjuncts else false()
 
 
-def nth_key(
+def next_keys(
     grants: Sequence[StreamGrant], groups: Sequence[SearchGroup], after: Key | None, n: int
 ) -> Execute:
-    """The key of the `n`-th record after `after` that the search could return (visible, in a
-    searched connection), whatever it holds: the end of the range the first phase scans.
-    Decoded by `hit_keys` (none: fewer than `n` records remain)."""
-    params = {**_scope_params(grants, groups, after), "h_offset": n - 1}
+    """The keys of the next `n` records after `after` that the search could return (visible, in
+    a searched connection), whatever they hold: the range the first phase scans, re-checked
+    with `hits(..., among=...)`. Decoded by `hit_keys`."""
+    params = {**_scope_params(grants, groups, after), "h_count": n}
     shapes, layout = _layout(grants, groups)
-    return Execute(_nth_key(shapes, layout, after is not None), params)
+    return Execute(_next_keys(shapes, layout, after is not None), params)
 
 
 @cache
-def _nth_key(shapes: tuple[GrantShape, ...], layout: tuple[int, ...], paged: bool) -> Select[Any]:
+def _next_keys(shapes: tuple[GrantShape, ...], layout: tuple[int, ...], paged: bool) -> Select[Any]:
     key = (records.c.connection_id, records.c.stream, records.c.record_id)
     query = select(*key).where(_in_scope(shapes, layout, ()))
     if paged:
         query = query.where(tuple_(*key) > _after())
-    return query.order_by(*key).limit(1).offset(bindparam("h_offset", type_=Integer))
+    return query.order_by(*key).limit(bindparam("h_count", type_=Integer))
 
 
 def hits(
@@ -282,11 +307,14 @@ def hits(
     after: Key | None,
     limit: int,
     *,
-    upto: Key | None = None,
     among: Sequence[Key] | None = None,
 ) -> Execute:
-    """The keys of the first `limit` matching records after `after` (and up to `upto`, or only
-    `among` the given candidate keys), in key order."""
+    """The keys of the first `limit` matching records after `after` (or only `among` the given
+    keys: the first phase's range, or the index's candidates), in key order.
+
+    Given keys are joined by equality (`_keys_table`), never bounded by a key range: SQLite
+    walks the primary key on its leading equalities (connection, stream) and cannot stop at an
+    upper bound on the whole key, so a bounded scan read every later record's key."""
     params: dict[str, Any] = {**_scope_params(grants, groups, after), "h_limit": limit}
     for number, group in enumerate(groups):
         for term in range(len(terms)):
@@ -294,21 +322,14 @@ def hits(
     for term, needle in enumerate(terms):
         params[f"t{term}"] = needle
         params[f"t{term}_overlap"] = len(needle) - 1
-    if upto is not None:
-        params["u_conn"], params["u_stream"], params["u_id"] = upto
     if among:
-        params.update(_key_params(among, "h"))
+        params["h_keys"] = _bound_json(among)
     shapes, layout = _layout(grants, groups)
     longs = tuple(len(needle) - 1 > LOOKAHEAD_CHARS for needle in terms)
-    statement = _hits(
-        shapes,
-        layout,
-        longs,
-        paged=after is not None,
-        bounded=upto is not None,
-        among=_bucket(len(among)) if among else 0,
-    )
-    return Execute(statement, params)
+    # Given keys all lie after `after`: saying so again only misleads a planner (Postgres took
+    # the range of every later record for one row and scanned it).
+    paged = after is not None and not among
+    return Execute(partial(_hits, shapes, layout, longs, paged=paged, among=bool(among)), params)
 
 
 @cache
@@ -316,28 +337,26 @@ def _hits(
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
     longs: tuple[bool, ...],
+    caps: Capabilities,
     *,
     paged: bool,
-    bounded: bool,
-    among: int,
+    among: bool,
 ) -> Select[Any]:
     key = (records.c.connection_id, records.c.stream, records.c.record_id)
     conditions: list[ColumnElement[bool]] = [_in_scope(shapes, layout, longs)]
     if paged:
         conditions.append(tuple_(*key) > _after())
-    if bounded:
-        upto = tuple_(bindparam("u_conn"), bindparam("u_stream"), bindparam("u_id"))
-        conditions.append(tuple_(*key) <= upto)
-    query = select(*key).where(*conditions)
     if among:
-        keys = _keys_subquery(among, "h")
-        joined = and_(
-            records.c.connection_id == keys.c.connection_id,
-            records.c.stream == keys.c.stream,
-            records.c.record_id == keys.c.record_id,
-        )
-        query = query.select_from(keys.join(records, joined))
-    return query.order_by(*key).limit(bindparam("h_limit", type_=Integer))
+        # The given keys drive: each record is a key lookup in a correlated subquery, so no
+        # planner can walk every record instead (SQLite did, to spare a sort, with the keys
+        # joined; it cannot tell how many rows `json_each` holds).
+        keys = _keys_table(caps, "h_keys")
+        given = (keys.c.connection_id, keys.c.stream, keys.c.record_id)
+        holds = exists().where(*(column == bound for column, bound in zip(key, given, strict=True)))
+        query = select(*given).where(holds.where(*conditions)).order_by(*given)
+    else:
+        query = select(*key).where(*conditions).order_by(*key)
+    return query.limit(bindparam("h_limit", type_=Integer))
 
 
 def candidates(
@@ -408,5 +427,179 @@ def _candidates(caps: Capabilities) -> Select[Any]:
 
 
 def hit_keys(rows: Rows) -> list[Key]:
-    """`hits`', `nth_key`'s and `candidates`' answer: the records' keys, in order."""
+    """`hits`', `next_keys`' and `candidates`' answer: the records' keys, in order."""
     return [(str(row["connection_id"]), str(row["stream"]), str(row["record_id"])) for row in rows]
+
+
+# ---------------------------------------------------------------- the page's evidence
+
+Target = tuple[str, str, str, str]
+"""A searchable field of a hit: (connection_id, stream, record_id, path)."""
+_TARGET_COLUMNS: Columns = tuple((name, True) for name in (*KEY_COLUMNS, "path"))
+
+
+def _page_params(grants: Sequence[StreamGrant]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for index, grant in enumerate(grants):
+        params.update(grant_params(grant, f"g{index}"))
+    return params
+
+
+def _page_fields(shapes: tuple[GrantShape, ...], targets: Any) -> tuple[Any, ColumnElement[bool]]:
+    """The bound `targets` joined to their records and text-like fields, and the condition that
+    keeps those visible under their stream's grant. Record tables are joined to each other by
+    key (not only to the bound targets): Citus co-locates by `connection_id`
+    (tests/_distribution.py, rule 3)."""
+    joined = targets.join(records, _same_record(records, targets)).join(
+        fields, and_(_same_record(fields, records), fields.c.path == targets.c.path)
+    )
+    visible = or_(*(visible_records(shape, f"g{n}") for n, shape in enumerate(shapes)))
+    return joined, and_(visible, _kind_in(text_like=True))
+
+
+def first_occurrences(
+    grants: Sequence[StreamGrant], targets: Sequence[Target], terms: Sequence[str], chunks: int
+) -> Execute:
+    """The first step of a page's evidence, one statement for the whole page: for each target
+    field (text-like, of a record visible under its stream's grant) and each term, the offset
+    of the term's first occurrence in the field's first `chunks` chunks, or NULL (decoded by
+    `occurrences`).
+
+    Bounded by `chunks` per field, so a page costs the same whatever its fields' sizes; in a
+    longer field an absent term may still occur later (the caller asks `match_window`, which
+    has the index). Occurrences are found as the match scan finds them
+    (`statements._match_scan`): in the folded chunk followed by the next chunk's folded head,
+    so a term straddling a boundary is found in the chunk it starts in, and the smallest offset
+    over the chunks is the first occurrence."""
+    params = {**_page_params(grants), "e_targets": _bound_json(targets), "e_chunks": chunks}
+    params["e_terms"] = _bound_json([(n, needle, len(needle)) for n, needle in enumerate(terms)])
+    shapes = tuple(GrantShape.of(grant) for grant in grants)
+    long_terms = any(len(needle) - 1 > LOOKAHEAD_CHARS for needle in terms)
+    return Execute(partial(_first_occurrences, shapes, long_terms), params)
+
+
+_TERM_COLUMNS: Columns = (("term_no", False), ("needle", True), ("q_len", False))
+
+
+def _same_field(table: Any, other: Any) -> ColumnElement[bool]:
+    return and_(_same_record(table, other), table.c.path == other.c.path)
+
+
+@cache
+def _first_occurrences(
+    shapes: tuple[GrantShape, ...], long_terms: bool, caps: Capabilities
+) -> Select[Any]:
+    targets = _bound_rows(caps, "e_targets", _TARGET_COLUMNS)
+    terms = _bound_rows(caps, "e_terms", _TERM_COLUMNS)
+    chunk = field_chunks
+    ahead: ColumnElement[str] = chunk.c.lookahead
+    if long_terms:
+        nxt = field_chunks.alias("nxt")
+        ahead = (
+            select(func.substr(func.coalesce(nxt.c.folded, nxt.c.text), 1, terms.c.q_len - 1))
+            .where(_same_field(nxt, chunk), nxt.c.chunk_no == chunk.c.chunk_no + 1)
+            .scalar_subquery()
+        )
+    haystack = func.coalesce(chunk.c.folded, chunk.c.text) + func.coalesce(ahead, "")
+    position = strpos(haystack, terms.c.needle)
+    page, conditions = _page_fields(shapes, targets)
+    occurs = and_(
+        _same_field(chunk, fields),
+        chunk.c.chunk_no < bindparam("e_chunks", type_=Integer),
+        position > 0,
+    )
+    grouped = (*FIELD_META, fields.c.connection_id, fields.c.stream, fields.c.record_id)
+    return (
+        select(
+            *grouped,
+            terms.c.term_no,
+            func.min(chunk.c.chunk_no * CHUNK_CHARS + position - 1).label("match_start"),
+        )
+        .select_from(page.join(terms, true()).outerjoin(chunk, occurs))
+        .where(conditions)
+        .group_by(*grouped, terms.c.term_no)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FieldOccurrences:
+    """What `first_occurrences` found in one target field."""
+
+    info: FieldInfo
+    starts: tuple[int | None, ...]
+    """Per term (in query order), the offset of its first occurrence in the chunks scanned."""
+
+
+def occurrences(rows: Rows, term_count: int) -> dict[Target, FieldOccurrences]:
+    """`first_occurrences`' answer, by target: the visible text-like fields only."""
+    starts: dict[Target, list[int | None]] = {}
+    infos: dict[Target, FieldInfo] = {}
+    for row in rows:
+        info = field_info(row)
+        assert info is not None  # joined, never outer-joined
+        target = (row["connection_id"], row["stream"], row["record_id"], info.path)
+        infos[target] = info
+        found = row["match_start"]
+        starts.setdefault(target, [None] * term_count)[int(row["term_no"])] = (
+            None if found is None else int(found)
+        )
+    return {target: FieldOccurrences(infos[target], tuple(starts[target])) for target in infos}
+
+
+Preview = tuple[str, str, str, str, str, int, int]
+"""A preview to cut: the target field, the digest its offsets hold for, and the range
+`[start, end)` in code points."""
+_PREVIEW_COLUMNS: Columns = (
+    *_TARGET_COLUMNS,
+    ("digest", True),
+    ("start_chars", False),
+    ("end_chars", False),
+)
+
+
+def previews(grants: Sequence[StreamGrant], wanted: Sequence[Preview]) -> Execute:
+    """The second step of a page's evidence, one statement for the whole page: the text of
+    each wanted range, cut from the chunks of the field while it still has the digest the
+    offsets were found in, and still visible (decoded by `preview_texts`)."""
+    params = {**_page_params(grants), "v_wanted": _bound_json(wanted)}
+    shapes = tuple(GrantShape.of(grant) for grant in grants)
+    return Execute(partial(_previews, shapes), params)
+
+
+@cache
+def _previews(shapes: tuple[GrantShape, ...], caps: Capabilities) -> Select[Any]:
+    wanted = _bound_rows(caps, "v_wanted", _PREVIEW_COLUMNS)
+    page, conditions = _page_fields(shapes, wanted)
+    piece = field_chunks
+    start, end = wanted.c.start_chars, wanted.c.end_chars
+    base = piece.c.chunk_no * CHUNK_CHARS
+    piece_start = greatest(start - base, 0)
+    piece_end = least(end - base, CHUNK_CHARS)
+    in_range = piece.c.chunk_no.between(start // CHUNK_CHARS, (end - 1) // CHUNK_CHARS)
+    return (
+        select(
+            fields.c.connection_id,
+            fields.c.stream,
+            fields.c.record_id,
+            fields.c.path,
+            func.substr(piece.c.text, piece_start + 1, piece_end - piece_start).label("text"),
+        )
+        .select_from(page.join(piece, and_(_same_field(piece, fields), in_range)))
+        .where(conditions, fields.c.digest == wanted.c.digest)
+        .order_by(
+            fields.c.connection_id,
+            fields.c.stream,
+            fields.c.record_id,
+            fields.c.path,
+            piece.c.chunk_no,
+        )
+    )
+
+
+def preview_texts(rows: Rows) -> dict[Target, str]:
+    """`previews`' answer: the text of each range whose field still has its digest."""
+    texts: dict[Target, str] = {}
+    for row in rows:
+        target = (row["connection_id"], row["stream"], row["record_id"], row["path"])
+        texts[target] = texts.get(target, "") + row["text"]
+    return texts

@@ -29,15 +29,24 @@ def _page(store: StoreFront, q: str, g: Any = OWNER, **args: Any) -> dict[str, A
 
 
 def _all_ids(store: StoreFront, q: str, g: Any = OWNER, **args: Any) -> list[str]:
+    """Every hit, page after page, each next page read by replaying the page's `next`
+    continuation (the same call with its `cursor`)."""
     ids: list[str] = []
-    cursor = None
+    data = _page(store, q, g, **args)
     while True:
-        data = _page(store, q, g, cursor=cursor, **args)
         ids.extend(hit["id"] for hit in data["data"])
         if not data["has_more"]:
             assert data["next_cursor"] is None
+            assert data["next"] is None
             return ids
-        cursor = data["next_cursor"]
+        following = data["next"]
+        assert following["operation"] == "search"
+        assert following["resource_uri"] is None
+        arguments = dict(following["arguments"])
+        assert arguments.pop("cursor") == data["next_cursor"]
+        assert arguments.pop("q") == q
+        assert arguments == {"limit": args.get("limit", 10), **args}
+        data = _page(store, q, g, cursor=data["next_cursor"], **arguments)
 
 
 def _check_evidence(store: StoreFront, hit: dict[str, Any], texts: dict[str, str], g: Any) -> None:
@@ -345,3 +354,26 @@ def test_the_index_phase_finds_matches_in_any_chunk(store: StoreFront) -> None:
         store.upsert_records(MAILBOX, BODIES, [body("r07", filler[:3000])])
         store.delete_record(MAILBOX, BODIES, "r19")
         assert _all_ids(store, "wombat") == [ref_id("r28")]
+
+
+def test_evidence_in_fields_longer_than_the_page_scan(store: StoreFront) -> None:
+    """A page's evidence scans the first `SCAN_CHUNKS` chunks of every field at once; in a
+    longer field, the first term occurring only past them is still the evidence (not a later
+    term found early), and a term only past them is still found."""
+    from pdpp_store._sql.statements import SCAN_CHUNKS
+
+    setup_mailbox(store)
+    filler = "lorem ipsum dolor " * ((SCAN_CHUNKS * 1024) // 18 + 200)
+    texts = {
+        "late-first": "Beta early. " + filler + " Alpha late, beta again.",
+        "only-late": filler + " alpha and beta at the end",
+        "early": "alpha then beta. " + filler,
+        "short": "beta before alpha",
+    }
+    store.upsert_records(MAILBOX, BODIES, [body(k, v) for k, v in texts.items()])
+    data = _page(store, "alpha beta")
+    assert sorted(hit["record_key"] for hit in data["data"]) == sorted(texts)
+    for hit in data["data"]:
+        excerpt = hit["evidence_excerpts"][0]
+        assert excerpt["read"]["arguments"]["q"] == "alpha"  # the query's first term
+        _check_evidence(store, hit, {"body_text": texts[hit["record_key"]]}, OWNER)
