@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
-from . import _report_fronts, _report_wide
+from . import _report_fronts, _report_search, _report_wide
 
 BACKENDS = ("sqlite", "postgres")
 BACKEND_TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
@@ -36,6 +36,7 @@ Key = tuple[str, ...]
 SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [
     _report_wide.render,
     _report_fronts.render,
+    _report_search.render,
 ]
 """The report's further sections, rendered after the size matrix in this order: each takes the
 pytest-benchmark JSON of the run and returns its markdown lines, finding its cells by their
@@ -68,7 +69,7 @@ class Run:
         for bench in data.get("benchmarks", []):
             info = bench.get("extra_info") or {}
             if not info.keys() >= _MATRIX_KEYS:
-                continue  # not a cell of the size matrix (e.g. the search suites, kept by hand)
+                continue  # not a cell of the size matrix (a section of `SECTIONS` reads it)
             case = Case(
                 info["suite"],
                 info["backend"],
@@ -598,21 +599,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     target.write_text(render(run, args.out, args.note) + kept, encoding="utf-8")
 
 
-SEARCH_START = "<!-- search-index:start -->"
-SEARCH_END = "<!-- search-index:end -->"
-"""The search section (benchmarks/test_search.py, run by hand at full size) is kept too."""
-
-
 def _kept_block(path: Path) -> str:
-    """The `serve_load` and search blocks of an existing report, carried over into the new one."""
+    """The `serve_load` block of an existing report, carried over into the new one."""
     from .serve_load import END, START
 
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    kept = ""
-    for start, end in ((SEARCH_START, SEARCH_END), (START, END)):
-        if start in old and end in old:
-            kept += "\n" + old[old.index(start) : old.index(end) + len(end)] + "\n"
-    return kept
+    if START in old and END in old:
+        return "\n" + old[old.index(START) : old.index(END) + len(END)] + "\n"
+    return ""
 
 
 if __name__ == "__main__":

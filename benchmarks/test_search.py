@@ -1,21 +1,21 @@
-"""Search and the search index (issue 13, PERFORMANCE.md goal 6), side by side in one run:
+"""Search and the search index (issue 13, PERFORMANCE.md goal 6), side by side in one run,
+rendered by `_report_search`:
 
 - `q` late (`end`), absent and early (`start`) in the fields of the matrix: the library (first
   chunks scanned, then the index) against the same match statement scanning every chunk (the
   store before the index; `use_index=False`), run on the store's own engine;
-- `search` for a rare and for a common term over `SEARCH_RECORDS` email-sized records, first
-  page (10 hits with evidence);
+- `search` for a rare, a common and an absent term over the mailbox of `_mailbox` (default
+  100,000 email-sized records, cached across runs), first page (10 hits with evidence);
 - index size against text size, for the matrix's big fields and for the mailbox (recorded in
   `extra_info` of a measurement of the size query, and asserted at most 3x);
 - ingestion of email-sized records with the index against the same store without it (SQLite:
   the store's own index statements and the triggers dropped; Postgres: the GIN index
   dropped), records/s.
 
-Environment: PDPP_BENCH_SEARCH_RECORDS (default 2,000, the smoke run too: at 400 records the
-Postgres GIN index's fixed overhead was 3.6x the text, above the 3x bound asserted here),
-PDPP_BENCH_SEARCH_BODY (code points per body, default 3,000) and PDPP_BENCH_SEARCH_INGEST
-(records per ingestion round, default 1,000; the smoke run uses 200); docs/benchmarks.md says
-what the run by hand used.
+Environment: PDPP_BENCH_SEARCH_RECORDS and PDPP_BENCH_SEARCH_BODY (see `_mailbox`; the smoke
+run uses 2,000 records: at 400 the Postgres GIN index's fixed overhead was 3.6x the text,
+above the 3x bound asserted here) and PDPP_BENCH_SEARCH_INGEST (records per ingestion round,
+default 1,000; the smoke run uses 200).
 """
 
 from __future__ import annotations
@@ -38,33 +38,20 @@ from pdpp_store._sql.dialects import capabilities
 from pdpp_store._sql.requests import Execute
 
 from ._bench import CONNECTION, STREAM, BenchDatabase, record_id
+from ._mailbox import (
+    BODY_CHARS,
+    COMMON,
+    MAIL,
+    RARE,
+    SEARCH_RECORDS,
+    mailbox_records,
+    open_mailbox,
+    open_store,
+    rare_ids,
+)
 from ._measure import DATASETS, SLOW_FROM_CHARS, SLOW_ROUNDS, Dataset, in_rounds, label, measure
-from ._text import field_text, needles
+from ._text import needles
 
-SEARCH_RECORDS = int(os.environ.get("PDPP_BENCH_SEARCH_RECORDS") or 2000)
-BODY_CHARS = int(os.environ.get("PDPP_BENCH_SEARCH_BODY") or 3000)
-RARE = "wombatquasar"
-RARE_EVERY = 20_000
-COMMON = "zorblatt"
-MAIL_CONNECTOR = "pdpp-bench-mail"
-MAIL = "mail"
-MAIL_MANIFEST = {
-    "connector_id": MAIL_CONNECTOR,
-    "streams": [
-        {
-            "name": MAIL,
-            "primary_key": ["id"],
-            "schema": {
-                "properties": {
-                    "id": {"type": "string"},
-                    "subject": {"type": "string"},
-                    "body": {"type": "string"},
-                }
-            },
-            "query": {"search": {"lexical_fields": ["subject", "body"]}},
-        }
-    ],
-}
 _ids = itertools.count()
 
 
@@ -152,28 +139,6 @@ def test_index_size_of_the_big_fields(bench: BenchDatabase, benchmark: Benchmark
 # ---------------------------------------------------------------- search over a mailbox
 
 
-def _mail(number: int, source: str) -> dict[str, Any]:
-    start = (number * 7919) % (len(source) - BODY_CHARS)
-    body = source[start : start + BODY_CHARS]
-    if number % 2 == 0:
-        body = (
-            body[: BODY_CHARS // 3]
-            + f" the {COMMON.title()} is attached "
-            + body[BODY_CHARS // 3 :]
-        )
-    if number % RARE_EVERY == RARE_EVERY // 2 or number == SEARCH_RECORDS - 3:
-        body = body[: BODY_CHARS * 2 // 3] + f" {RARE.upper()} " + body[BODY_CHARS * 2 // 3 :]
-    return {"id": f"m{number:07d}", "subject": f"Message {number}", "body": body}
-
-
-def _mailbox(count: int, prefix: str = "m") -> Iterator[dict[str, Any]]:
-    source = field_text("mixed", 400_000)
-    for number in range(count):
-        record = _mail(number, source)
-        record["id"] = f"{prefix}{number:07d}"
-        yield record
-
-
 def _open_mail_store(
     backend: str, request: pytest.FixtureRequest, tmp: Path, *, indexed: bool
 ) -> Any:
@@ -186,9 +151,7 @@ def _open_mail_store(
         server = request.getfixturevalue("pg_server")
         name = f"pdpp_bench_mail_{uuid.uuid4().hex[:12]}"
         url = server.create_database(name)
-    store = Store.open(url)
-    store.register_manifest(MAIL_MANIFEST)
-    store.add_connection(CONNECTION, MAIL_CONNECTOR)
+    store = open_store(url)
     if not indexed:
         with store.engine.connect() as conn:
             if conn.dialect.name == "sqlite":
@@ -209,38 +172,27 @@ def _open_mail_store(
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
+def _backend(store: Store) -> str:
+    """The backend's name as every benchmark's coordinates spell it (``postgres``)."""
+    name = store.engine.dialect.name
+    return "postgres" if name == "postgresql" else name
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
-def mailbox(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Store]:
-    store, server, name = _open_mail_store(
-        request.param, request, tmp_path_factory.mktemp("mail"), indexed=True
-    )
+def mailbox(request: pytest.FixtureRequest) -> Iterator[Store]:
+    server = request.getfixturevalue("pg_server") if request.param == "postgres" else None
+    store = open_mailbox(request.param, server)
     try:
-        batch: list[dict[str, Any]] = []
-        for record in _mailbox(SEARCH_RECORDS):
-            batch.append(record)
-            if len(batch) == 2000:
-                store.upsert_records(CONNECTION, MAIL, batch)
-                batch = []
-        if batch:
-            store.upsert_records(CONNECTION, MAIL, batch)
-        if store.engine.dialect.name == "postgresql":
-            with store.engine.connect() as conn:
-                conn.execute(text("ANALYZE"))
-                conn.commit()
         yield store
     finally:
         store.close()
-        if server is not None:
-            server.drop_database(name)
 
 
 @pytest.mark.parametrize("term", ["rare", "common", "absent"])
 def test_search_first_page(mailbox: Store, benchmark: BenchmarkFixture, term: str) -> None:
     grant = Grant.owner(CONNECTION, MAIL)
     q = {"rare": RARE, "common": COMMON, "absent": "xylophonegnu"}[term]
-    backend = mailbox.engine.dialect.name
+    backend = _backend(mailbox)
     page = measure(
         benchmark,
         lambda: mailbox.search(grant, q),
@@ -249,20 +201,16 @@ def test_search_first_page(mailbox: Store, benchmark: BenchmarkFixture, term: st
         backend=backend,
         impl=term,
         records=SEARCH_RECORDS,
+        body_chars=BODY_CHARS,
     )
-    rare_ids = [
-        f"m{n:07d}"
-        for n in range(SEARCH_RECORDS)
-        if n % RARE_EVERY == RARE_EVERY // 2 or n == SEARCH_RECORDS - 3
-    ]
-    expected = {"rare": rare_ids[:10], "common": [f"m{n:07d}" for n in range(0, 20, 2)]}
+    expected = {"rare": rare_ids()[:10], "common": [f"m{n:07d}" for n in range(0, 20, 2)]}
     assert [hit.record_id for hit in page.hits] == expected.get(term, [])
     for hit in page.hits:
         assert hit.excerpts
 
 
 def test_index_size_of_the_mailbox(mailbox: Store, benchmark: BenchmarkFixture) -> None:
-    backend = mailbox.engine.dialect.name
+    backend = _backend(mailbox)
     index, stored = measure(
         benchmark,
         lambda: _index_bytes(mailbox),
@@ -296,7 +244,7 @@ def test_ingest_with_and_without_index(
 
         def batch() -> tuple[tuple[object, ...], dict[str, object]]:
             prefix = f"i{next(_ids)}-"
-            return (list(_mailbox(INGEST_RECORDS, prefix)),), {}
+            return (list(mailbox_records(INGEST_RECORDS, prefix)),), {}
 
         label(
             benchmark,
