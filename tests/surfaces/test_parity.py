@@ -228,3 +228,40 @@ async def test_cli_text_of_a_resource_and_a_grant_is_mcp_content(
         shown = CliRunner().invoke(cli, [*command, "--format", "text"], catch_exceptions=False)
         assert shown.exit_code == 0, shown.stderr
         assert shown.stdout.removesuffix("\n") == texts(schema)
+
+
+async def test_a_search_page_s_next_page_is_the_same_call_on_every_surface(
+    db_url: str, tmp_path: Path
+) -> None:
+    """`SearchPage.next` is the library's `search` call for the next page: MCP shows it as the
+    tool call to make (in content[] and structuredContent), the CLI's `--format text` prints
+    the same content, and following it gives the library's next page."""
+    grant_file = tmp_path / "grant.json"
+    grant_file.write_text(json.dumps(TOKEN_GRANTS[OWNER]), encoding="utf-8")
+    grant = Grant.from_dict(TOKEN_GRANTS[OWNER])
+    async with opened(db_url) as surfaces:
+        page = await surfaces.site.store.search(grant, "h", limit=1)
+        assert page.next is not None
+        assert page.next.operation == "search"
+        assert dict(page.next.arguments) == {"q": "h", "limit": 1, "cursor": page.next_cursor}
+        result = await surfaces.mcp.call_tool("search", {"q": "h", "limit": 1})
+        assert not result.is_error
+        structured = result.structured_content
+        assert structured is not None
+        following = structured["next"]
+        assert following == {"tool": "search", "arguments": dict(page.next.arguments)}
+        assert json.loads(texts(result).partition("\n")[0])["next"] == following
+        command = [
+            "--db", db_url, "search", "h", "--limit", "1", "--grant", str(grant_file),
+            "--format", "text",
+        ]  # fmt: skip
+        shown = CliRunner().invoke(cli, command, catch_exceptions=False)
+        assert shown.exit_code == 0, shown.stderr
+        assert shown.stdout.removesuffix("\n") == texts(result)
+        second = await surfaces.mcp.call_tool(following["tool"], following["arguments"])
+        library = await surfaces.site.store.search(grant, **dict(page.next.arguments))
+        assert second.structured_content is not None
+        ids = [hit["id"] for hit in second.structured_content["data"]]
+        assert ids == [hit.to_dict()["id"] for hit in library.hits]
+        assert ids
+        assert ids != [hit.to_dict()["id"] for hit in page.hits]
