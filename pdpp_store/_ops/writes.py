@@ -21,6 +21,7 @@ import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any, TypeVar
@@ -35,7 +36,7 @@ from pdpp_store._core.identity import (
     validate_safe_name,
 )
 from pdpp_store._core.manifest import Manifest, StreamSpec
-from pdpp_store._core.values import EncodedField, EncodedRecord, encode_record
+from pdpp_store._core.values import CHUNK_CHARS, EncodedField, EncodedRecord, encode_record
 from pdpp_store._sql import statements as sql
 from pdpp_store._sql.requests import COMMIT, Execute, Op
 from pdpp_store._sql.tables import (
@@ -83,6 +84,10 @@ def _now() -> datetime:
 
 def register_manifest(manifest: Manifest) -> Op[None]:
     connector = manifest.connector_id
+    stored = yield Execute(
+        select(manifests.c.document).where(manifests.c.connector_id == connector)
+    )
+    before = _parsed(stored[0]["document"]) if stored else None
     yield Execute(delete(streams).where(streams.c.connector_id == connector))
     yield Execute(delete(manifests).where(manifests.c.connector_id == connector))
     yield Execute(
@@ -102,6 +107,29 @@ def register_manifest(manifest: Manifest) -> Op[None]:
             for spec in manifest.streams
         ],
     )
+    if before is not None:  # a new connector has no connection, so nothing stored to index
+        yield from _index_newly_searchable(before, manifest)
+
+
+def _index_newly_searchable(before: Manifest, after: Manifest) -> Op[None]:
+    """The search index covers the fields a write knew to be searchable (`_indexed`): when a
+    manifest declares more `lexical_fields`, their stored values are indexed now. (Fields no
+    longer declared stay indexed: search never asks for them.)"""
+    for spec in after.streams:
+        old = before.spec(spec.name)
+        added = sorted(set(spec.lexical_fields) - set(old.lexical_fields if old else ()))
+        if not added:
+            continue
+        rows = yield sql.index_top()
+        if rows is None:  # the database maintains its own index (Postgres)
+            return
+        yield sql.register_backfill(after.connector_id, spec.name, added)
+        yield sql.index_above(int(rows[0]["top"]))
+
+
+@lru_cache(maxsize=64)
+def _parsed(document: str) -> Manifest:
+    return Manifest.from_json(document)
 
 
 def add_connection(connection_id: str, connector_id: str) -> Op[None]:
@@ -244,6 +272,26 @@ def _plan_batch(
     return plan
 
 
+def _searchable(connection_id: str, stream: str) -> Op[frozenset[str]]:
+    """The stream's `lexical_fields`, where the store fills its search index itself (SQLite);
+    elsewhere nothing is asked and the answer is empty."""
+    rows = yield sql.manifest_of_connection(connection_id)
+    if not rows:
+        return frozenset()
+    spec = _parsed(rows[0]["document"]).spec(stream)
+    return frozenset(spec.lexical_fields if spec else ())
+
+
+def _indexed(item: EncodedField, searchable: frozenset[str]) -> bool:
+    """Whether a field's chunks go into the search index: text-like fields that search may ask
+    for (the manifest's `lexical_fields`), and any text-like field longer than a match scan
+    reads before it asks the index (`sql.SCAN_CHUNKS`), so `q` stays as fast in every field.
+    A shorter field is always found by the scan alone."""
+    if not item.kind.text_like:
+        return False
+    return item.path in searchable or len(item.stored) > sql.SCAN_CHUNKS * CHUNK_CHARS
+
+
 def _chunk_rows(
     connection_id: str, stream: str, new_fields: list[tuple[str, EncodedField]]
 ) -> Iterator[dict[str, Any]]:
@@ -265,6 +313,7 @@ def upsert_records(
     connection_id: str, stream: str, items: Iterable[object], batch_size: int
 ) -> Op[UpsertResult]:
     spec = yield from load_stream(connection_id, stream)
+    searchable = yield from _searchable(connection_id, stream)
     result = UpsertResult()
     changed: Counter[str] = Counter()  # rows written per record table since the last ANALYZE
     position = 0
@@ -309,6 +358,10 @@ def upsert_records(
         if plan.dropped_fields:
             yield Execute(sql.delete_fields(field_chunks), plan.dropped_fields)
             yield Execute(sql.delete_fields(fields), plan.dropped_fields)
+            dropped = [(row["k_record_id"], row["k_path"]) for row in plan.dropped_fields]
+            yield sql.unregister_index_fields().with_params(
+                sql.index_keys(connection_id, stream, dropped)
+            )
         if plan.new_fields:
             key = {"connection_id": connection_id, "stream": stream}
             yield Execute(
@@ -320,18 +373,12 @@ def upsert_records(
                 yield Execute(sql.insert_chunks(), group)
                 changed["field_chunks"] += len(group)
             indexed = [
-                {
-                    "k_connection_id": connection_id,
-                    "k_stream": stream,
-                    "k_record_id": rid,
-                    "k_path": item.path,
-                }
-                for rid, item in plan.new_fields
-                if item.kind.text_like
+                (rid, item.path) for rid, item in plan.new_fields if _indexed(item, searchable)
             ]
             if indexed:  # SQLite's search index is filled by the write itself (migration 0005)
-                yield sql.register_index_fields().with_params(indexed)
-                yield sql.index_fields().with_params(indexed)
+                params = sql.index_keys(connection_id, stream, indexed)
+                yield sql.register_index_fields().with_params(params)
+                yield sql.index_fields().with_params(params)
             for _, item in plan.new_fields:
                 if item.payload is not None and item.mime_type is not None:
                     yield from _store_blob(memoryview(item.payload), item.mime_type)

@@ -79,6 +79,7 @@ from .tables import (
     connections,
     field_chunks,
     fields,
+    manifests,
     records,
     streams,
 )
@@ -1113,36 +1114,136 @@ def _fills_side_index(caps: Capabilities) -> bool:
     return caps.search_index_is_side_table
 
 
+def index_keys(connection_id: str, stream: str, keys: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The parameters of the index statements below: one batch's fields as one JSON array of
+    `[record_id, path]` pairs (one statement per batch, not one per field)."""
+    return {"k_conn": connection_id, "k_stream": stream, "k_keys": json.dumps(list(keys))}
+
+
+def unregister_index_fields() -> Execute:
+    """Where the search index is a side table (SQLite): forget the `k_keys` fields' ids, run
+    right after their chunks were deleted (whose index entries the delete trigger removed).
+    A field has an id in `search_fields` exactly while its chunks are in the index: the trigger
+    removes the entries of a deleted chunk only where its field has an id, and FTS5 must never
+    be asked to delete an entry it was not given."""
+    return Execute(_unregister_index_fields(), when=_fills_side_index)
+
+
 def register_index_fields() -> Execute:
-    """Where the search index is a side table (SQLite): give each newly written text-like field
-    an id in `search_fields` (kept for good, so a rewritten field keeps its id). Run per field
-    (`k_*` parameters) in the write's own transaction, right after its chunks are inserted."""
+    """Where the search index is a side table (SQLite): give each `k_keys` field (newly written,
+    text-like, and searchable: see `_ops.writes`) an id in `search_fields`, in the write's own
+    transaction, right after its chunks are inserted."""
     return Execute(_register_index_fields(), when=_fills_side_index)
 
 
 def index_fields() -> Execute:
     """Then index those fields' chunks: folded text plus look-ahead, the very text a match scan
-    searches. (Where the index is the database's own, it maintains itself; on SQLite, triggers
-    doing this were measured 4x slower than these statements.)"""
+    searches, in rowid order. (Where the index is the database's own, it maintains itself; on
+    SQLite, triggers doing this were measured 4x slower than these statements, and a statement
+    per field 3x slower than one per batch.)"""
     return Execute(_index_chunks(), when=_fills_side_index)
+
+
+_BATCH_KEYS = (
+    "SELECT json_extract(value, '$[0]') AS record_id, json_extract(value, '$[1]') AS path "
+    "FROM json_each(:k_keys)"
+)
+
+
+@cache
+def _unregister_index_fields() -> Executable:
+    return text(
+        "DELETE FROM search_fields WHERE connection_id = :k_conn AND stream = :k_stream "
+        f"AND (record_id, path) IN ({_BATCH_KEYS})"
+    )
 
 
 @cache
 def _register_index_fields() -> Executable:
     return text(
         "INSERT OR IGNORE INTO search_fields (connection_id, stream, record_id, path) "
-        "VALUES (:k_connection_id, :k_stream, :k_record_id, :k_path)"
+        f"SELECT :k_conn, :k_stream, k.record_id, k.path FROM ({_BATCH_KEYS}) AS k"
     )
+
+
+_INDEX_ROWS = (
+    "INSERT INTO search_chunks (rowid, body) "
+    f"SELECT sf.search_id * {INDEX_ROWID_SHIFT} + fc.chunk_no, "
+    "coalesce(fc.folded, fc.text) || coalesce(fc.lookahead, '') "
+)
+_CHUNKS_OF_SF = (
+    "JOIN field_chunks fc ON fc.connection_id = sf.connection_id "
+    "AND fc.stream = sf.stream AND fc.record_id = sf.record_id AND fc.path = sf.path "
+)
 
 
 @cache
 def _index_chunks() -> Executable:
     return text(
-        "INSERT INTO search_chunks (rowid, body) "
-        f"SELECT sf.search_id * {INDEX_ROWID_SHIFT} + fc.chunk_no, "
-        "coalesce(fc.folded, fc.text) || coalesce(fc.lookahead, '') "
-        "FROM search_fields sf JOIN field_chunks fc ON fc.connection_id = sf.connection_id "
-        "AND fc.stream = sf.stream AND fc.record_id = sf.record_id AND fc.path = sf.path "
-        "WHERE sf.connection_id = :k_connection_id AND sf.stream = :k_stream "
-        "AND sf.record_id = :k_record_id AND sf.path = :k_path"
+        f"{_INDEX_ROWS}FROM ({_BATCH_KEYS}) AS k "
+        "JOIN search_fields sf ON sf.connection_id = :k_conn AND sf.stream = :k_stream "
+        f"AND sf.record_id = k.record_id AND sf.path = k.path {_CHUNKS_OF_SF}"
+        "ORDER BY sf.search_id, fc.chunk_no"
+    )
+
+
+def manifest_of_connection(connection_id: str) -> Execute:
+    """The stored manifest document of a connection's connector (decoded by
+    `Manifest.from_json`): what a write that fills the search index itself (SQLite) needs to
+    know which fields are searchable. Elsewhere nothing is sent and the reply is None."""
+    return Execute(_manifest_of_connection(), {"r_conn": connection_id}, when=_fills_side_index)
+
+
+@cache
+def _manifest_of_connection() -> Select[Any]:
+    return (
+        select(manifests.c.document)
+        .select_from(
+            connections.join(manifests, manifests.c.connector_id == connections.c.connector_id)
+        )
+        .where(connections.c.connection_id == bindparam("r_conn"))
+    )
+
+
+def index_top() -> Execute:
+    """The highest id in `search_fields` (SQLite), before a backfill adds fields after it."""
+    return Execute(
+        text("SELECT coalesce(max(search_id), 0) AS top FROM search_fields"),
+        when=_fills_side_index,
+    )
+
+
+def register_backfill(connector_id: str, stream: str, paths: Sequence[str]) -> Execute:
+    """Where the search index is a side table (SQLite): give an id to the stored text-like
+    `paths` of `stream`, in every connection of `connector_id`, that have none yet (a manifest
+    newly declares them searchable). Then `index_above(top)`, with `top` taken by `index_top`
+    before: writers are serialised, so the ids above it are exactly these fields'."""
+    params = {"b_connector": connector_id, "b_stream": stream, "b_paths": json.dumps(list(paths))}
+    return Execute(_backfill_register(), params, when=_fills_side_index)
+
+
+def index_above(top: int) -> Execute:
+    """Index the chunks of every `search_fields` entry with an id above `top` (SQLite)."""
+    return Execute(_index_above(), {"b_top": top}, when=_fills_side_index)
+
+
+@cache
+def _backfill_register() -> Executable:
+    text_like = ", ".join(f"'{kind.value}'" for kind in FieldKind if kind.text_like)
+    return text(
+        "INSERT OR IGNORE INTO search_fields (connection_id, stream, record_id, path) "
+        "SELECT f.connection_id, f.stream, f.record_id, f.path FROM fields f "
+        "WHERE f.connection_id IN "
+        "(SELECT connection_id FROM connections WHERE connector_id = :b_connector) "
+        "AND f.stream = :b_stream AND f.path IN (SELECT value FROM json_each(:b_paths)) "
+        f"AND f.kind IN ({text_like}) "
+        "ORDER BY f.connection_id, f.stream, f.record_id, f.path"
+    )
+
+
+@cache
+def _index_above() -> Executable:
+    return text(
+        f"{_INDEX_ROWS}FROM search_fields sf {_CHUNKS_OF_SF}"
+        "WHERE sf.search_id > :b_top ORDER BY sf.search_id, fc.chunk_no"
     )
