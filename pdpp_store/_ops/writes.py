@@ -21,8 +21,8 @@ import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from itertools import islice
 from typing import Any, TypeVar
 
