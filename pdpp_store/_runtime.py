@@ -58,7 +58,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ._core.errors import BadRequest, Conflict, StoreError, Unavailable
 from ._core.identity import is_unicode
 from ._sql.dialects import Capabilities, capabilities
-from ._sql.requests import Commit, Execute, Op, Rows
+from ._sql.requests import Commit, DriverSQL, Execute, Op, Rows
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_S",
@@ -210,7 +210,12 @@ def _drive_sync(conn: Connection, op: Op[T]) -> T:
             elif not request.runs_on(dialect):
                 reply = None
             else:
-                reply = _reply(conn.execute(request.statement_for(dialect), request.params))
+                statement = request.prepared(dialect)
+                if isinstance(statement, DriverSQL):
+                    result = conn.exec_driver_sql(statement.sql, request.rows)
+                else:
+                    result = conn.execute(statement, request.params)
+                reply = _reply(result)
             request = op.send(reply)
     except StopIteration as done:
         conn.commit()
@@ -541,7 +546,12 @@ async def _drive_async(conn: AsyncConnection, op: Op[T], dialect: Capabilities) 
         elif not request.runs_on(dialect):
             reply = None
         else:
-            reply = _reply(await conn.execute(request.statement_for(dialect), request.params))
+            statement = request.prepared(dialect)
+            if isinstance(statement, DriverSQL):
+                result = await conn.exec_driver_sql(statement.sql, request.rows)
+            else:
+                result = await conn.execute(statement, request.params)
+            reply = _reply(result)
         try:
             request = op.send(reply)
         except StopIteration as done:

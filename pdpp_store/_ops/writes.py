@@ -190,20 +190,28 @@ class _BatchPlan:
     new_fields: list[tuple[str, EncodedField]] = field(default_factory=list)
 
 
-def _field_row(key: dict[str, str], item: EncodedField) -> dict[str, Any]:
-    return {
-        **key,
-        "path": item.path,
-        "kind": item.kind.value,
-        "json_type": item.json_type,
-        "size_chars": item.size_chars,
-        "size_bytes": item.size_bytes,
-        "digest": item.digest,
-        "item_count": item.item_count,
-        "mime_type": item.mime_type,
-        "blob_id": item.blob_id,
-        "time_value": item.time_value,
-    }
+def _field_rows(
+    connection_id: str, stream: str, new_fields: list[tuple[str, EncodedField]]
+) -> list[tuple[Any, ...]]:
+    """`fields` rows in `sql.FIELD_COLUMNS` order."""
+    return [
+        (
+            connection_id,
+            stream,
+            record_id,
+            item.path,
+            item.kind.value,
+            item.json_type,
+            item.size_chars,
+            item.size_bytes,
+            item.digest,
+            item.item_count,
+            item.mime_type,
+            item.blob_id,
+            item.time_value,
+        )
+        for record_id, item in new_fields
+    ]
 
 
 def _plan_batch(
@@ -294,19 +302,20 @@ def _indexed(item: EncodedField, searchable: frozenset[str]) -> bool:
 
 def _chunk_rows(
     connection_id: str, stream: str, new_fields: list[tuple[str, EncodedField]]
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[tuple[Any, ...]]:
+    """`field_chunks` rows in `sql.CHUNK_COLUMNS` order, lazily (Rule 3)."""
     for record_id, item in new_fields:
         for chunk in item.chunks():
-            yield {
-                "connection_id": connection_id,
-                "stream": stream,
-                "record_id": record_id,
-                "path": item.path,
-                "chunk_no": chunk.chunk_no,
-                "text": chunk.text,
-                "folded": chunk.folded,
-                "lookahead": chunk.lookahead,
-            }
+            yield (
+                connection_id,
+                stream,
+                record_id,
+                item.path,
+                chunk.chunk_no,
+                chunk.text,
+                chunk.folded,
+                chunk.lookahead,
+            )
 
 
 def upsert_records(
@@ -363,14 +372,12 @@ def upsert_records(
                 sql.index_keys(connection_id, stream, dropped)
             )
         if plan.new_fields:
-            key = {"connection_id": connection_id, "stream": stream}
             yield Execute(
-                sql.insert_fields(),
-                [_field_row({**key, "record_id": rid}, item) for rid, item in plan.new_fields],
+                sql.insert_fields, rows=_field_rows(connection_id, stream, plan.new_fields)
             )
             rows = _chunk_rows(connection_id, stream, plan.new_fields)
             for group in _batched(rows, CHUNK_ROWS_PER_STATEMENT):
-                yield Execute(sql.insert_chunks(), group)
+                yield Execute(sql.insert_chunks, rows=group)
                 changed["field_chunks"] += len(group)
             indexed = [
                 (rid, item.path) for rid, item in plan.new_fields if _indexed(item, searchable)

@@ -75,6 +75,8 @@ class Capabilities:
     """The database engine runs inside this process (SQLite): its work holds the interpreter
     between statements, so reads on more than a few connections at once only queue for it (an
     async front keeps `IN_PROCESS_READERS` read connections, not one per concurrent task)."""
+    positional_marker: str
+    """The driver's placeholder for a positional parameter (`_sql.requests.DriverSQL`)."""
     search_index_is_side_table: bool
     """The search index (migration 0005) is a side table that the store's writes fill and that
     is asked with `MATCH` (SQLite: FTS5 `trigram`). Otherwise it is an expression index on
@@ -94,6 +96,7 @@ SQLITE = Capabilities(
     alters_by_copy=True,
     plans_by_statistics=False,
     runs_in_process=True,
+    positional_marker="?",
     search_index_is_side_table=True,
 )
 
@@ -109,6 +112,7 @@ POSTGRESQL = Capabilities(
     alters_by_copy=False,
     plans_by_statistics=True,
     runs_in_process=False,
+    positional_marker="%s",
     search_index_is_side_table=False,
 )
 

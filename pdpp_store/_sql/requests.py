@@ -5,6 +5,9 @@
                                    else None
     COMMIT                      -> commit what was done so far and begin again (batch ingestion)
 
+A statement is a SQLAlchemy `Executable`, or `DriverSQL`: SQL in the driver's own paramstyle
+with positional rows, for the bulk inserts of ingestion (see `DriverSQL`).
+
 Rules:
 1. Rows are read by column label, never by position: every statement labels what it selects,
    and the function that decodes a statement's rows sits next to the statement.
@@ -23,31 +26,64 @@ from sqlalchemy.sql.base import Executable
 
 from .dialects import Capabilities
 
-__all__ = ["COMMIT", "Builder", "Commit", "Execute", "Op", "Request", "Row", "Rows"]
+__all__ = [
+    "COMMIT",
+    "Builder",
+    "Commit",
+    "DriverSQL",
+    "Execute",
+    "Op",
+    "Request",
+    "Row",
+    "Rows",
+    "Statement",
+]
 
 T = TypeVar("T")
 
-Builder = Callable[[Capabilities], Executable]
+
+@dataclass(frozen=True, slots=True)
+class DriverSQL:
+    """A statement in the driver's own paramstyle (`?` for sqlite3, `%s` for psycopg), run with
+    positional rows by `exec_driver_sql`: an executemany without SQLAlchemy's compiled, per-row
+    parameter processing, which costs more than the driver itself for rows of short values. It
+    still passes through the engine's events, so the boundary audit sees it like any other."""
+
+    sql: str
+
+
+Statement = Executable | DriverSQL
+Builder = Callable[[Capabilities], Statement]
 
 
 @dataclass(frozen=True, slots=True)
 class Execute:
-    statement: Executable | Builder
+    statement: Statement | Builder
     params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
     when: Callable[[Capabilities], bool] | None = None
     """Run only where this holds of the dialect's capabilities (e.g. filling SQLite's search
     index); elsewhere the reply is None, without a round trip."""
+    rows: Sequence[Sequence[Any]] | None = None
+    """The positional rows of a `DriverSQL` statement (its parameters)."""
 
     def runs_on(self, capabilities: Capabilities) -> bool:
         return self.when is None or self.when(capabilities)
 
     def with_params(self, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Execute:
-        return Execute(self.statement, params, self.when)
+        return Execute(self.statement, params, self.when, self.rows)
 
-    def statement_for(self, capabilities: Capabilities) -> Executable:
-        if isinstance(self.statement, Executable):
+    def prepared(self, capabilities: Capabilities) -> Statement:
+        """What the driver runs on a database of these capabilities."""
+        if isinstance(self.statement, Executable | DriverSQL):
             return self.statement
         return self.statement(capabilities)
+
+    def statement_for(self, capabilities: Capabilities) -> Executable:
+        """The SQLAlchemy statement (for callers that execute it themselves)."""
+        statement = self.prepared(capabilities)
+        if isinstance(statement, DriverSQL):
+            raise TypeError("a DriverSQL statement runs with exec_driver_sql")
+        return statement
 
 
 class Commit:

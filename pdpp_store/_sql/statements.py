@@ -71,7 +71,7 @@ from pdpp_store._core.window import MAX_LIMIT_CHARS
 from pdpp_store.evidence import BlobInfo, FieldInfo
 
 from .dialects import Capabilities, greatest, least, strpos
-from .requests import Builder, Execute, Row, Rows
+from .requests import Builder, DriverSQL, Execute, Row, Rows
 from .tables import (
     BLOB_CHUNK_BYTES,
     blob_chunks,
@@ -1089,12 +1089,25 @@ def update_record() -> Update:
     )
 
 
-def insert_fields() -> Insert:
-    return insert(fields)
+FIELD_COLUMNS = tuple(column.name for column in fields.columns)
+CHUNK_COLUMNS = tuple(column.name for column in field_chunks.columns)
+"""The column order of the rows `insert_fields` and `insert_chunks` take (tuples)."""
 
 
-def insert_chunks() -> Insert:
-    return insert(field_chunks)
+def insert_fields(caps: Capabilities) -> DriverSQL:
+    """Rows of `fields`, as tuples in `FIELD_COLUMNS` order (a `DriverSQL` executemany)."""
+    return _insert_rows("fields", FIELD_COLUMNS, caps)
+
+
+def insert_chunks(caps: Capabilities) -> DriverSQL:
+    """Rows of `field_chunks`, as tuples in `CHUNK_COLUMNS` order."""
+    return _insert_rows("field_chunks", CHUNK_COLUMNS, caps)
+
+
+@cache
+def _insert_rows(table_name: str, columns: tuple[str, ...], caps: Capabilities) -> DriverSQL:
+    markers = ", ".join(caps.positional_marker for _ in columns)
+    return DriverSQL(f"INSERT INTO {table_name} ({', '.join(columns)}) VALUES ({markers})")
 
 
 def delete_fields(table: Any) -> Delete:
