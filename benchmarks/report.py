@@ -23,6 +23,8 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
 from . import _report_fronts, _report_search, _report_wide
+from . import _report_wide
+from . import _report_ingest
 
 BACKENDS = ("sqlite", "postgres")
 BACKEND_TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
@@ -37,6 +39,7 @@ SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [
     _report_wide.render,
     _report_fronts.render,
     _report_search.render,
+    _report_ingest.render,
 ]
 """The report's further sections, rendered after the size matrix in this order: each takes the
 pytest-benchmark JSON of the run and returns its markdown lines, finding its cells by their
