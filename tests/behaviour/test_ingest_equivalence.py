@@ -1,0 +1,235 @@
+"""Ingestion's speed-ups change how rows are written, never what is stored or found (issue 14,
+part 3; issue 13's index at write time). Every test runs on every backend and front.
+
+- Rows: the stored `fields` and `field_chunks` rows are exactly what the pure encoder
+  (`encode_record`) says, for one batch and for one record per call alike, whatever the value:
+  short, exactly a chunk, one over, non-BMP text at a boundary, JSON, binary and base64.
+- The search index (SQLite: the store fills it itself) holds exactly the fields search may ask
+  for: the manifest's `lexical_fields`, and any field longer than a match scan reads before it
+  asks the index. Fields moving between indexed and not (updates, removals) leave it consistent
+  (FTS5's own integrity check), and `q` and `search` find what the text holds at every step.
+- A manifest that declares more searchable fields makes what is already stored searchable.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from _data import MAILBOX, OTHER_MAILBOX, manifest, owner, setup_mailbox
+from _fronts import StoreFront
+from sqlalchemy import Connection, create_engine, text
+
+from pdpp_store import NotFound, RecordRef
+from pdpp_store._core.manifest import Manifest
+from pdpp_store._core.values import CHUNK_CHARS, encode_record
+from pdpp_store._runtime import sync_url
+from pdpp_store._sql.statements import SCAN_CHUNKS
+
+MESSAGES = "messages"
+BIG = SCAN_CHUNKS * CHUNK_CHARS + 1
+"""Code points of a field the index must hold even where search never asks for it."""
+EMOJI = "\U0001f600"
+
+
+@contextmanager
+def _database(store: StoreFront) -> Iterator[Connection]:
+    """A separate sync connection to the store's database, to read what is stored."""
+    engine = create_engine(sync_url(store.engine.url.render_as_string(hide_password=False)))
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
+
+
+def _message(record_id: str, **fields: Any) -> dict[str, Any]:
+    return {"id": record_id, "thread_id": f"t-{record_id}", **fields}
+
+
+def _corpus() -> list[dict[str, Any]]:
+    """Messages whose values sit on every boundary of the layout."""
+    exact = "a" * CHUNK_CHARS
+    return [
+        _message("short", subject="Invoice overdue", snippet="please pay", is_seen=True),
+        _message("exact", subject=exact, snippet=exact[:-1] + EMOJI),
+        _message("one-over", subject=exact + "Z", snippet=EMOJI * (CHUNK_CHARS + 1)),
+        _message("boundary", subject="x" * (CHUNK_CHARS - 1) + EMOJI + "İstanbul"),
+        _message("json", to=["ana@example.com", EMOJI], labels={"a": [1, 2.5, None]}, cc=None),
+        _message("binary", references="nul\x00inside", snippet=""),
+        _message("base64", references=base64.b64encode(bytes(range(256)) * 2).decode()),
+        _message("big", references=("lorem ipsum " * (BIG // 12 + 1))[:BIG] + " needle"),
+        _message("empty", subject="", to=[], labels={}),
+    ]
+
+
+def _spec() -> Any:
+    spec = Manifest.from_dict(manifest("gmail")).spec(MESSAGES)
+    assert spec is not None
+    return spec
+
+
+def _expected(records: list[dict[str, Any]]) -> tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]:
+    """(fields rows, chunk rows) of `records` as the encoder makes them, without the connection."""
+    spec = _spec()
+    field_rows, chunk_rows = set(), set()
+    for n, record in enumerate(records):
+        encoded = encode_record(record, spec, n)
+        for item in encoded.fields:
+            key = (MESSAGES, encoded.record_id, item.path)
+            field_rows.add(
+                (
+                    *key,
+                    item.kind.value,
+                    item.json_type,
+                    item.size_chars,
+                    item.size_bytes,
+                    item.digest,
+                    item.item_count,
+                    item.mime_type,
+                    item.blob_id,
+                    item.time_value,
+                )
+            )
+            for chunk in item.chunks():
+                chunk_rows.add((*key, chunk.chunk_no, chunk.text, chunk.folded, chunk.lookahead))
+    return field_rows, chunk_rows
+
+
+def _stored(conn: Connection, connection_id: str) -> tuple[set[tuple[Any, ...]], ...]:
+    fields = conn.execute(
+        text(
+            "SELECT stream, record_id, path, kind, json_type, size_chars, size_bytes, digest,"
+            " item_count, mime_type, blob_id, time_value FROM fields WHERE connection_id = :c"
+        ),
+        {"c": connection_id},
+    )
+    chunks = conn.execute(
+        text(
+            "SELECT stream, record_id, path, chunk_no, text, folded, lookahead"
+            " FROM field_chunks WHERE connection_id = :c"
+        ),
+        {"c": connection_id},
+    )
+    return {tuple(row) for row in fields}, {tuple(row) for row in chunks}
+
+
+def _index_intact(conn: Connection) -> None:
+    """SQLite: FTS5 checks its index (a delete of an entry it never had corrupts it)."""
+    if conn.dialect.name == "sqlite":
+        conn.execute(text("INSERT INTO search_chunks (search_chunks) VALUES ('integrity-check')"))
+
+
+def _indexed_paths(conn: Connection, connection_id: str) -> dict[str, set[str]] | None:
+    """SQLite: per record, the paths with an id in the index's side table (None elsewhere)."""
+    if conn.dialect.name != "sqlite":
+        return None
+    found: dict[str, set[str]] = {}
+    rows = conn.execute(
+        text("SELECT record_id, path FROM search_fields WHERE connection_id = :c"),
+        {"c": connection_id},
+    )
+    for record_id, path in rows:
+        found.setdefault(record_id, set()).add(path)
+    return found
+
+
+def test_one_batch_and_one_record_per_call_store_what_the_encoder_says(store: StoreFront) -> None:
+    setup_mailbox(store, MAILBOX, OTHER_MAILBOX)
+    corpus = _corpus()
+    assert store.upsert_records(MAILBOX, MESSAGES, corpus).inserted == len(corpus)
+    for record in corpus:
+        assert store.upsert_records(OTHER_MAILBOX, MESSAGES, [record]).inserted == 1
+    expected = _expected(corpus)
+    with _database(store) as conn:
+        assert _stored(conn, MAILBOX) == expected
+        assert _stored(conn, OTHER_MAILBOX) == expected
+        _index_intact(conn)
+    g = owner(MESSAGES)
+    for q, key in (("overdue", "short"), ("istanbul", "boundary")):
+        assert [hit.record_id for hit in store.search(g, q).hits] == [key]
+    late = store.read_field_window(g, RecordRef(MAILBOX, MESSAGES, "big"), "references", q="needle")
+    assert late.match_start_chars == BIG + 1
+
+
+def test_the_index_holds_exactly_the_fields_search_may_ask_for(store: StoreFront) -> None:
+    setup_mailbox(store)
+    store.upsert_records(MAILBOX, MESSAGES, _corpus())
+    lexical = set(_spec().lexical_fields)
+    with _database(store) as conn:
+        indexed = _indexed_paths(conn, MAILBOX)
+    if indexed is None:
+        return  # Postgres's index is the database's own, over every chunk
+    text_like = {"short", "exact", "one-over", "boundary", "json", "empty"}
+    for record in _corpus():
+        paths = set(record) & lexical
+        if record["id"] == "big":
+            paths.add("references")  # longer than a match scan reads
+        if record["id"] in text_like or record["id"] == "big":
+            assert indexed.get(record["id"], set()) == paths, record["id"]
+    assert "references" not in indexed.get("binary", set()) | indexed.get("base64", set())
+
+
+def test_fields_moving_in_and_out_of_the_index_stay_found(store: StoreFront) -> None:
+    """A field grows past the scan (indexed), shrinks (not), is removed, comes back; a lexical
+    field changes. At every step q and search find exactly the current text."""
+    setup_mailbox(store)
+    g = owner(MESSAGES)
+    ref = RecordRef(MAILBOX, MESSAGES, "m1")
+    filler = "lorem ipsum " * (BIG // 12 + 1)
+    versions: list[dict[str, Any]] = [
+        _message("m1", subject="alpha", references=filler[:BIG] + "omega"),
+        _message("m1", subject="beta", references="short omega"),
+        _message("m1", subject="beta"),
+        _message("m1", subject="gamma", references=filler[: BIG * 2] + "omega"),
+        _message("m1", subject="gamma", references=filler[:BIG] + "omega"),
+    ]
+    for number, version in enumerate(versions):
+        result = store.upsert_records(MAILBOX, MESSAGES, [version])
+        assert (result.inserted, result.updated) == ((1, 0) if number == 0 else (0, 1))
+        assert [h.record_id for h in store.search(g, version["subject"]).hits] == ["m1"]
+        for gone in {"alpha", "beta", "gamma"} - {version["subject"]}:
+            assert store.search(g, gone).hits == ()
+        if "references" in version:
+            window = store.read_field_window(g, ref, "references", q="omega")
+            assert window.match_start_chars == version["references"].index("omega")
+        else:
+            with pytest.raises(NotFound):
+                store.read_field_window(g, ref, "references", q="omega")
+        with _database(store) as conn:
+            _index_intact(conn)
+            indexed = _indexed_paths(conn, MAILBOX)
+        if indexed is not None:
+            big = len(version.get("references", "")) > SCAN_CHUNKS * CHUNK_CHARS
+            assert indexed["m1"] == {"subject"} | ({"references"} if big else set())
+    store.delete_record(MAILBOX, MESSAGES, "m1")
+    assert store.search(g, "gamma").hits == ()
+    with _database(store) as conn:
+        _index_intact(conn)
+
+
+def test_declaring_more_searchable_fields_makes_stored_text_searchable(store: StoreFront) -> None:
+    narrow = manifest("gmail")
+    spec = next(s for s in narrow["streams"] if s["name"] == MESSAGES)
+    wide = copy.deepcopy(narrow)
+    spec["query"]["search"]["lexical_fields"] = ["subject"]
+    store.register_manifest(narrow)
+    store.add_connection(MAILBOX, narrow["connector_id"])
+    stored = [_message("m1", subject="hello", snippet="zebra crossing")]
+    store.upsert_records(MAILBOX, MESSAGES, stored)
+    g = owner(MESSAGES)
+    assert store.search(g, "zebra").hits == ()
+    store.register_manifest(wide)
+    assert [hit.record_id for hit in store.search(g, "zebra").hits] == ["m1"]
+    store.upsert_records(MAILBOX, MESSAGES, [_message("m2", snippet="zebra stripes")])
+    assert [hit.record_id for hit in store.search(g, "zebra").hits] == ["m1", "m2"]
+    store.register_manifest(wide)  # again: nothing new to index, nothing indexed twice
+    with _database(store) as conn:
+        _index_intact(conn)
+        indexed = _indexed_paths(conn, MAILBOX)
+    if indexed is not None:
+        assert indexed == {"m1": {"subject", "snippet"}, "m2": {"snippet"}}
