@@ -40,6 +40,8 @@ def normalize_instant(value: object) -> str | None:
     """
     if not isinstance(value, str) or not value or len(value) > _MAX_INSTANT_CHARS:
         return None
+    if not value[:4].isdigit():  # every form `fromisoformat` reads opens with a 4-digit year:
+        return None  # most strings are refused here, without raising (ingestion calls this)
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
