@@ -284,3 +284,20 @@ def example_body(store: Any, text: str) -> str:
     record_id = f"p{next(_EXAMPLE_IDS)}"
     store.upsert_records(MAILBOX, "message_bodies", [body(record_id, text)])
     return record_id
+
+
+def run_alembic(url: str, *args: str) -> None:
+    """Run the project's Alembic command line on the database at `url` (e.g. `downgrade 0004`)."""
+    import os
+    import subprocess
+    import sys
+
+    from pdpp_store._runtime import sync_url
+
+    subprocess.run(
+        [sys.executable, "-m", "alembic", "-x", f"url={sync_url(url)}", *args],
+        cwd=Path(__file__).resolve().parents[1],
+        check=True,
+        capture_output=True,
+        env={**os.environ},
+    )

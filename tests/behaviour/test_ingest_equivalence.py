@@ -20,11 +20,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from _data import MAILBOX, OTHER_MAILBOX, manifest, owner, setup_mailbox
+from _data import MAILBOX, OTHER_MAILBOX, manifest, owner, run_alembic, setup_mailbox
 from _fronts import StoreFront
 from sqlalchemy import Connection, create_engine, text
 
-from pdpp_store import NotFound, RecordRef
+from pdpp_store import NotFound, RecordRef, StoreError
 from pdpp_store._core.manifest import Manifest
 from pdpp_store._core.values import CHUNK_CHARS, encode_record
 from pdpp_store._runtime import sync_url
@@ -233,3 +233,69 @@ def test_declaring_more_searchable_fields_makes_stored_text_searchable(store: St
         indexed = _indexed_paths(conn, MAILBOX)
     if indexed is not None:
         assert indexed == {"m1": {"subject", "snippet"}, "m2": {"snippet"}}
+
+
+def test_a_store_indexed_by_the_old_rule_reads_and_rewrites_the_same(db_url: str) -> None:
+    """Migration 0005's backfill indexes every text-like field (the rule before this one): a
+    store brought there by downgrade and upgrade reads exactly as one written fresh, and
+    rewriting, removing and adding its fields keeps the index intact and every read equal."""
+    from pdpp_store import Store
+
+    first, second = (
+        _corpus(),
+        [{**record, "thread_id": "rewritten"} for record in _corpus() if record["id"] != "json"],
+    )
+    second.append(_message("json", subject="now lexical too", to=["x@example.com"]))
+    with Store.open(db_url) as store:
+        setup_mailbox(store)
+        store.upsert_records(MAILBOX, MESSAGES, first)
+        before = _stored_by_reads(store, first)
+    run_alembic(db_url, "downgrade", "0004")
+    run_alembic(db_url, "upgrade", "head")
+    with Store.open(db_url) as store:
+        assert _stored_by_reads(store, first) == before
+        with _database(store) as conn:
+            old_rule = _indexed_paths(conn, MAILBOX)
+        if old_rule is not None:
+            assert "thread_id" in old_rule["short"]  # every text-like field, searchable or not
+        assert store.upsert_records(MAILBOX, MESSAGES, second).updated == len(second)
+        with _database(store) as conn:
+            _index_intact(conn)
+            new_rule = _indexed_paths(conn, MAILBOX)
+        if new_rule is not None:
+            assert "thread_id" not in new_rule["short"]
+        assert _stored_by_reads(store, second) == _fresh_reads(second)
+        binary = _stored_by_reads(store, second)["binary/references"]
+        assert binary[0] == "field_not_text"
+
+
+def _stored_by_reads(store: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the reads answer for `records`: each field's info and text, and search hits."""
+    g = owner(MESSAGES)
+    found: dict[str, Any] = {}
+    for record in records:
+        ref = RecordRef(MAILBOX, MESSAGES, record["id"])
+        for path in record:
+            try:
+                window = store.read_field_window(g, ref, path, limit_chars=100_000)
+            except StoreError as refused:  # binary-only: its metadata comes with the refusal
+                found[f"{record['id']}/{path}"] = (refused.code, refused.details)
+            else:
+                found[f"{record['id']}/{path}"] = (window.field, window.text)
+    for q in ("overdue", "istanbul", "lexical", EMOJI, "needle"):
+        found[q] = [hit.record_id for hit in store.search(g, q).hits]
+    return found
+
+
+def _fresh_reads(records: list[dict[str, Any]]) -> dict[str, Any]:
+    import tempfile
+
+    from pdpp_store import Store
+
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        Store.open(f"sqlite:///{directory}/fresh.sqlite") as fresh,
+    ):
+        setup_mailbox(fresh)
+        fresh.upsert_records(MAILBOX, MESSAGES, records)
+        return _stored_by_reads(fresh, records)

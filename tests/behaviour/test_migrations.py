@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from _data import MAILBOX, body, setup_mailbox
+from _data import MAILBOX, body, run_alembic, setup_mailbox
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
@@ -19,16 +16,6 @@ from pdpp_store._runtime import sync_url
 from pdpp_store._sql.tables import SEARCH_INDEX_OBJECTS, metadata
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _alembic(url: str, *args: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "alembic", "-x", f"url={sync_url(url)}", *args],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        env={**os.environ},
-    )
 
 
 def _search_object(difference: object) -> str | None:
@@ -85,14 +72,14 @@ def test_the_search_index_migration_backfills_and_downgrades(db_url: str) -> Non
             "message_bodies",
             [body("a", "nothing"), body("b", "okapi first"), body("c", text)],
         )
-    _alembic(db_url, "downgrade", "0004")
+    run_alembic(db_url, "downgrade", "0004")
     engine = create_engine(sync_url(db_url))
     try:
         with engine.connect() as conn:
             assert _search_objects_present(conn) & SEARCH_INDEX_OBJECTS[conn.dialect.name] == set()
     finally:
         engine.dispose()
-    _alembic(db_url, "upgrade", "head")
+    run_alembic(db_url, "upgrade", "head")
     with Store.open(db_url) as store:
         window = store.read_field_window(owner(), ref_id("c"), "body_text", q="OKAPI")
         assert window.match_start_chars == late
@@ -103,12 +90,12 @@ def test_the_search_index_migration_backfills_and_downgrades(db_url: str) -> Non
 
 def test_command_line_upgrade_and_downgrade_round_trip(db_url: str) -> None:
     Store.open(db_url).close()  # at head
-    _alembic(db_url, "downgrade", "base")
+    run_alembic(db_url, "downgrade", "base")
     engine = create_engine(sync_url(db_url))
     try:
         left = set(inspect(engine).get_table_names()) - {"alembic_version"}
         assert left == set()
-        _alembic(db_url, "upgrade", "head")
+        run_alembic(db_url, "upgrade", "head")
         engine.dispose()
         assert set(inspect(engine).get_table_names()) >= set(metadata.tables)
     finally:
@@ -170,7 +157,7 @@ def test_dropping_the_chunk_count_keeps_data_and_its_downgrade_counts_the_chunks
     with Store.open(db_url) as store:
         setup_mailbox(store)
         store.upsert_records(MAILBOX, "message_bodies", [body("e1", "x" * 2100), body("e2", "")])
-    _alembic(db_url, "downgrade", "0002")
+    run_alembic(db_url, "downgrade", "0002")
     engine = create_engine(sync_url(db_url))
     try:
         with engine.connect() as conn:
@@ -180,7 +167,7 @@ def test_dropping_the_chunk_count_keeps_data_and_its_downgrade_counts_the_chunks
                 ).all()
             )
         assert counts == {"e1": 3, "e2": 0}
-        _alembic(db_url, "upgrade", "head")
+        run_alembic(db_url, "upgrade", "head")
         with engine.connect() as conn:
             columns = {column["name"] for column in inspect(conn).get_columns("fields")}
         assert "chunk_count" not in columns
@@ -226,7 +213,7 @@ def test_the_refold_migration_rewrites_chunks_folded_by_v1(db_url: str) -> None:
             raise AssertionError("the v1 state should not match")
         except NotFound:
             pass
-    _alembic(db_url, "downgrade", "0003")
+    run_alembic(db_url, "downgrade", "0003")
     with Store.open(db_url) as store:  # migrates to head again
         first = store.read_field_window(owner(), ref_id("ist"), "body_text", q="istanbul")
         assert first.match_start_chars == 0
