@@ -11,6 +11,9 @@ Rules:
    valid. Deletes are soft.
 3. Large values are written in bounded groups of chunk rows produced lazily, so ingestion holds
    the value plus a constant, not copies of it.
+4. Where the store fills the search index itself (SQLite), a write indexes exactly the fields
+   search may ask for (`_indexed`), in its own transaction, one statement per batch; a manifest
+   that declares more searchable fields indexes what is stored (`_index_newly_searchable`).
 """
 
 from __future__ import annotations
