@@ -25,14 +25,17 @@ steps into one fresh database (autovacuum is off on the benchmark server), and e
 One more variant, in a fresh database of its own:
 
 - `no-upkeep` (Postgres only; SQLite has no upkeep to switch off): the steps with the upkeep
-  disabled, stopped once it has run `PDPP_BENCH_INGEST_NO_UPKEEP_S` seconds (default 300),
+  disabled, stopped once it has run `PDPP_BENCH_INGEST_NO_UPKEEP_S` seconds (default 180),
   since the point is how it falls behind.
 
 Each variant is one measurement (`benchmark.pedantic`, one round) whose `extra_info` holds its
-steps; `_report_ingest.py` renders them. Duration: the steps run at the library's rate (on this
-2-core machine, idle, roughly 1,000-1,500 records/s on SQLite and 400-600 on Postgres: about
-15 and 35 minutes for 1,000,000 records), the samples add 4 x `SAMPLE` records per step, and
-the Postgres `no-upkeep` variant its budget; the databases take about 8 GB each at 1,000,000.
+steps; `_report_ingest.py` renders them. Duration: the steps run at the library's rate, the
+samples add 4 x `SAMPLE` records per step, and the Postgres `no-upkeep` variant its budget. At
+30,000 records on this 2-core machine under a load of 5 (other work beside it) the whole module
+took 53 s on SQLite and 205 s on Postgres (about 570 and 290 records/s with the samples): for
+1,000,000 records that is about 30 and 58 minutes under such load, roughly half of it on an
+idle machine; set PDPP_BENCH_INGEST_RECORDS lower where that does not fit. The databases take
+about 8 GB each at 1,000,000 records.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ RECORDS = int(os.environ.get("PDPP_BENCH_INGEST_RECORDS") or 1_000_000)
 STEPS = 10
 SAMPLE = min(500, max(RECORDS // STEPS, 1))
 """Records per raw and plain sample (the store's default batch size)."""
-NO_UPKEEP_BUDGET_S = float(os.environ.get("PDPP_BENCH_INGEST_NO_UPKEEP_S") or 300)
+NO_UPKEEP_BUDGET_S = float(os.environ.get("PDPP_BENCH_INGEST_NO_UPKEEP_S") or 180)
 BATCH = 500
 CONNECTION = "cin_mail"
 CONNECTOR = "pdpp-bench-mailbox"
