@@ -22,9 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
-from . import _report_fronts, _report_search, _report_wide
-from . import _report_wide
-from . import _report_ingest
+from . import _report_fronts, _report_ingest, _report_search, _report_wide
 
 BACKENDS = ("sqlite", "postgres")
 BACKEND_TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}

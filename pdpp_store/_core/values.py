@@ -22,9 +22,9 @@ import binascii
 import hashlib
 import json
 import re
-from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) writes
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) writes
 from typing import Any
 
 from .errors import BadRequest
