@@ -27,6 +27,10 @@ Rules:
    one execution point of reads, where `observing` lets an observer see each statement, its
    parameters and every row (the boundary audit attaches there). Writes and migrations stay on
    SQLAlchemy, whose cursor events show them.
+7. Read connections are kept between reads, so what SQLAlchemy does on a disconnect is done
+   here for reads: an error that says the database dropped the connection invalidates the pool
+   and every kept connection, so only the read that met it fails (`storage_unavailable`, not
+   retried). Once the store is closed, a read still running closes its connection at its end.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -54,6 +59,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.pool import PoolProxiedConnection
 
 from ._core.errors import BadRequest, Conflict, StoreError, Unavailable
 from ._core.identity import is_unicode
@@ -249,18 +255,25 @@ class Observer(Protocol):
         fetches its whole answer)."""
 
 
-_observers: list[Observer] = []
+_observers: tuple[Observer, ...] = ()
+"""Replaced whole (never changed in place) under `_observers_changing`, so a read on another
+thread iterates over one consistent tuple, at no cost per statement."""
+_observers_changing = threading.Lock()
 
 
 @contextmanager
 def observing(observer: Observer) -> Iterator[None]:
     """Call `observer` for every read statement of every store while the block runs. `engine`
     (the sync engine, also for an `AsyncStore`) tells the stores apart."""
-    _observers.append(observer)
+    global _observers  # noqa: PLW0603 - replaced whole: see `_observers`
+    with _observers_changing:
+        _observers = (*_observers, observer)
     try:
         yield
     finally:
-        _observers.remove(observer)
+        with _observers_changing:
+            index = _observers.index(observer)
+            _observers = _observers[:index] + _observers[index + 1 :]
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,6 +450,31 @@ def _healthy(exc: BaseException) -> bool:
     return isinstance(exc, Exception) and not isinstance(exc, _DB_ERRORS)
 
 
+def _dropped(engine: Engine, pooled: PoolProxiedConnection | None, exc: BaseException) -> bool:
+    """Whether `exc` says the database dropped the connection (a restart, `pg_terminate_backend`):
+    then every connection opened before it is presumed gone too. Where SQLAlchemy ran the
+    statement it has already invalidated the pool; for a read run on the driver (Rule 6) the
+    pool is invalidated here as SQLAlchemy would (its connections older than now are replaced
+    at their next checkout). The caller discards the connections it keeps itself."""
+    if isinstance(exc, DBAPIError):
+        return exc.connection_invalidated
+    if pooled is None or not isinstance(exc, sqlite3.Error | psycopg.Error):
+        return False
+    driver_error: Any = exc  # the dialect's DBAPI module's error: typed by SQLAlchemy as such
+    if not engine.dialect.is_disconnect(driver_error, pooled, None):
+        return False
+    engine.pool._invalidate(pooled, exc, _checkin=False)  # SQLAlchemy's own step on disconnect
+    return True
+
+
+def _discard_sync(conn: Connection) -> None:
+    """Close `conn`'s database connection without giving it back to the pool."""
+    with suppress(Exception):
+        conn.invalidate()
+    with suppress(Exception):
+        conn.close()
+
+
 class HeldReader:
     """A few read connections kept open between reads (sync fronts only).
 
@@ -445,15 +483,23 @@ class HeldReader:
     the SQL itself. Connections are not tied to threads: a read takes an idle one (or a new one
     from the pool) and puts it back, and at most `keep` are kept idle, so readers never hold more
     of the pool than their own concurrency and writers always find room. After a database error
-    the connection is invalidated (never reused, never pooled)."""
+    the connection is invalidated (never reused, never pooled); after one that says the database
+    dropped it, every kept connection is discarded too (`_dropped`), so only the read that met
+    it fails. A read that started before such a drop, or ends after `close`, keeps nothing."""
 
     def __init__(self, engine: Engine, keep: int = 2) -> None:
         self._engine = engine
         self._keep = keep
         self._idle: deque[Connection] = deque()
+        self._lock = threading.Lock()
+        """Orders `_put_back` against `_let_go_of_idle` (taking one is an atomic `pop`)."""
+        self._epoch = 0
+        """Bumped when the kept connections are let go: a read begun before keeps nothing."""
+        self._closed = False
         self.statements = Statements(engine)
 
     def run(self, op: Op[T]) -> T:
+        epoch = self._epoch
         try:
             try:
                 conn = self._idle.pop()
@@ -466,32 +512,64 @@ class HeldReader:
             except StopIteration as done:
                 result = done.value
             except BaseException as exc:
-                self._put_back(conn, _healthy(exc))
+                self._failed(conn, epoch, exc)
                 raise
         except _DB_ERRORS as exc:
             raise translate_db_error(exc) from exc
         finally:
             op.close()
-        self._put_back(conn, True)
+        self._put_back(conn, epoch)
         return result
 
-    def _put_back(self, conn: Connection, healthy: bool) -> None:
-        if not healthy:
-            with suppress(Exception):
-                conn.invalidate()
-        if conn.invalidated or not healthy or len(self._idle) >= self._keep:
+    def _failed(self, conn: Connection, epoch: int, exc: BaseException) -> None:
+        if _healthy(exc):
+            self._put_back(conn, epoch)
+            return
+        pooled = None if conn.invalidated or conn.closed else conn.connection
+        if _dropped(self._engine, pooled, exc):
+            self._let_go_of_idle(closing=False)
+        _discard_sync(conn)
+
+    def _put_back(self, conn: Connection, epoch: int) -> None:
+        with self._lock:
+            if (
+                epoch == self._epoch
+                and not self._closed
+                and not conn.invalidated
+                and len(self._idle) < self._keep
+            ):
+                self._idle.append(conn)
+                return
+        if self._closed:  # the pool is (being) disposed of: close the connection itself
+            _discard_sync(conn)
+        else:
             with suppress(Exception):
                 conn.close()
-        else:
-            self._idle.append(conn)
+
+    def _let_go_of_idle(self, *, closing: bool) -> None:
+        """Stop keeping connections: for good (`closing`: back to the pool, which the store then
+        disposes of), or because the database dropped them (closed here)."""
+        with self._lock:
+            self._epoch += 1
+            self._closed = self._closed or closing
+        while True:
+            try:
+                conn = self._idle.pop()
+            except IndexError:
+                return
+            if closing:
+                with suppress(Exception):
+                    conn.close()
+            else:
+                _discard_sync(conn)
 
     def kept(self) -> int:
         """How many read connections are kept open (idle) between reads."""
         return len(self._idle)
 
     def close(self) -> None:
-        while self._idle:
-            self._idle.pop().close()
+        """Let go of the kept connections; a read still running closes its own at its end."""
+        self._let_go_of_idle(closing=True)
 
 
 _cleanups: set[asyncio.Task[None]] = set()
@@ -606,14 +684,20 @@ async def _fetch_psycopg(driver: Any, plan: Plan, parameters: Any) -> tuple[Any,
 class _Held:
     """A read connection checked out of the pool and kept: SQLAlchemy's, and its driver's."""
 
-    __slots__ = ("conn", "driver", "fetch")
+    __slots__ = ("conn", "driver", "fetch", "pooled")
 
-    def __init__(self, conn: AsyncConnection, driver: Any) -> None:
+    def __init__(self, conn: AsyncConnection, pooled: PoolProxiedConnection, driver: Any) -> None:
         self.conn = conn
+        self.pooled = pooled
         self.driver = driver
         self.fetch = (
             _fetch_psycopg if isinstance(driver, psycopg.AsyncConnection) else _fetch_aiosqlite
         )
+
+
+async def _close_all(connections: Sequence[_Held], *, healthy: bool) -> None:
+    for held in connections:
+        await (_release(held.conn) if healthy else _discard(held.conn, held.driver))
 
 
 class AsyncReaders:
@@ -626,7 +710,9 @@ class AsyncReaders:
     opened and closed on every read once more than `POOL_SIZE` run at once, and throughput would
     fall as concurrency rises. Together with `WRITER_SLOTS` the slots fit the pool, so writers
     always find a connection. A connection whose read was cancelled or met a database error is
-    discarded (Rule 4)."""
+    discarded (Rule 4); after an error that says the database dropped it, every kept connection
+    is discarded too (`_dropped`), so only the read that met it fails. A read that started before
+    such a drop, or ends after `close`, keeps nothing."""
 
     def __init__(self, engine: AsyncEngine, busy_timeout_s: float) -> None:
         self._engine = engine
@@ -635,6 +721,9 @@ class AsyncReaders:
         in_process = self.statements.dialect.runs_in_process
         self._slots = asyncio.Semaphore(IN_PROCESS_READERS if in_process else READER_SLOTS)
         self._idle: list[_Held] = []
+        self._epoch = 0
+        """Bumped when the kept connections are let go: a read begun before keeps nothing."""
+        self._closed = False
 
     async def run(self, op: Op[T]) -> T:
         try:
@@ -661,29 +750,52 @@ class AsyncReaders:
             raise busy("every read connection of this store is in use; retry") from None
 
     async def _run(self, op: Op[T]) -> T:
+        epoch = self._epoch
         held = self._idle.pop() if self._idle else await self._checkout()
         try:
             result = await self._drive(held, op)
         except BaseException as exc:
             if _healthy(exc):
-                self._idle.append(held)
+                await self._put_back(held, epoch)
             else:
+                if _dropped(self._engine.sync_engine, held.pooled, exc):
+                    await self._let_go_of_idle(closing=False)
                 await _shielded(_discard(held.conn, held.driver))
             raise
-        self._idle.append(held)
+        await self._put_back(held, epoch)
         return result
+
+    async def _put_back(self, held: _Held, epoch: int) -> None:
+        """Keep a healthy connection, unless its read began before the kept ones were let go."""
+        if epoch == self._epoch and not self._closed:
+            self._idle.append(held)
+        elif self._closed:  # the pool is (being) disposed of: close the connection itself
+            await _shielded(_discard(held.conn, held.driver))
+        else:
+            await _shielded(_release(held.conn))
+
+    async def _let_go_of_idle(self, *, closing: bool) -> None:
+        """Stop keeping connections: for good (`closing`: back to the pool, which the store then
+        disposes of), or because the database dropped them (closed here). All are taken at
+        once, and closed in one shielded task, so a cancellation leaves none behind."""
+        self._epoch += 1
+        self._closed = self._closed or closing
+        idle, self._idle = self._idle, []
+        if idle:
+            await _shielded(_close_all(idle, healthy=closing))
 
     async def _checkout(self) -> _Held:
         conn = self._engine.connect()
         driver: Any = None
         try:
             await conn.start()
-            driver = (await conn.get_raw_connection()).driver_connection
+            pooled = await conn.get_raw_connection()
+            driver = pooled.driver_connection
             await conn.execution_options(**_options(self.statements.dialect, write=False))
         except BaseException:
             await _shielded(_discard(conn, driver))
             raise
-        return _Held(conn, driver)
+        return _Held(conn, pooled, driver)
 
     async def _drive(self, held: _Held, op: Op[T]) -> T:
         statements = self.statements
@@ -709,9 +821,8 @@ class AsyncReaders:
         return len(self._idle)
 
     async def close(self) -> None:
-        while self._idle:
-            held = self._idle.pop()
-            await _shielded(_release(held.conn))
+        """Let go of the kept connections; a read still running closes its own at its end."""
+        await self._let_go_of_idle(closing=True)
 
 
 DEFAULT_BUSY_TIMEOUT_S = 10.0

@@ -10,10 +10,13 @@ design, and asserted exactly:
 - blob metadata: two (the grant's reach on record tables, then the blob on blob tables, which
   are distributed differently: docs/scaling.md); a blob range: three (that, then the bytes);
 - a search page (several by design, issue 13's: `_ops.search`): the catalogue and (unless cached)
-  the manifests it names, `SEARCH_SCAN_STATEMENTS` for the first phase's candidates (the next keys, then the
-  terms checked on them), and `SEARCH_EVIDENCE_STATEMENTS` for the evidence of the whole page:
-  as many for two hits as for one, never one per record searched or per hit shown (short fields;
-  a field longer than the page-wide scan may take its own match-window statement).
+  the manifests it names, `SEARCH_SCAN_STATEMENTS` for the first phase's candidates (the next
+  keys, then the terms checked on them), and `SEARCH_EVIDENCE_STATEMENTS` for the evidence of the
+  whole page: as many for two hits as for one, never one per record searched or per hit shown
+  (short fields; a field longer than the page-wide scan may take its own match-window statement).
+
+And the read connections a store keeps: a database that drops its connections fails at most one
+read; a read that ends after `close` keeps nothing.
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ from contextlib import suppress
 import pytest
 from _data import MAILBOX, attachment, body, grant, manifest, owner, ref_id, setup_mailbox
 from _fronts import StoreFront
+from _postgres import PostgresServer
 from audit import BoundaryAudit
-from sqlalchemy.pool import Pool, QueuePool
+from sqlalchemy import Engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import ConnectionPoolEntry, Pool, QueuePool
 
 from pdpp_store import AsyncStore, NotFound, Store, StoreError
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
-from pdpp_store._runtime import READER_SLOTS
+from pdpp_store._runtime import READER_SLOTS, observing
 
 BODY = ("an invoice for the quarter, " * 200) + "closing words"
 REF = ref_id("e1")
@@ -164,3 +170,166 @@ def test_cancelled_and_failed_async_reads_leak_no_connection(db_url: str) -> Non
     checked_out, kept, text = asyncio.run(_cancel_reads(db_url))
     assert "closing" in text
     assert checked_out == kept <= READER_SLOTS
+
+
+# ---------------------------------------------------------------- dropped connections, close
+
+
+WARM_CONNECTIONS = 3
+
+
+def _terminate_backends(server: PostgresServer, url: str) -> int:
+    """End every backend of the database at `url` from another connection (as a restart or an
+    operator's `pg_terminate_backend` would), waiting until each is gone."""
+    database = make_url(url).database
+    row = (
+        server.admin()
+        .execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            (database,),
+        )
+        .fetchone()
+    )
+    assert row is not None
+    return int(row[0])
+
+
+def _outcome(read: Callable[[], object]) -> str:
+    try:
+        read()
+    except StoreError as error:
+        return error.code
+    return "ok"
+
+
+def _at_most_the_first_fails(outcomes: list[str]) -> None:
+    assert outcomes[0] in {"ok", "storage_unavailable"}, outcomes
+    assert outcomes[1:] == ["ok"] * (len(outcomes) - 1), outcomes
+
+
+@pytest.mark.postgres
+def test_sync_reads_recover_at_once_when_the_database_drops_connections(
+    pg_server: PostgresServer, pg_db_url: str
+) -> None:
+    """Every connection of the store, kept by its reader or idle in the pool, is dropped by the
+    database: the first read may fail, the next ones find fresh connections."""
+    with Store.open(pg_db_url) as store:
+        _loaded(store)
+        pooled = [store.engine.connect() for _ in range(WARM_CONNECTIONS)]
+        for conn in pooled:
+            conn.exec_driver_sql("SELECT 1")
+            conn.close()
+        store.read_record(BOTH, REF)  # one more, kept by the reader
+        assert _terminate_backends(pg_server, pg_db_url) >= WARM_CONNECTIONS + 1
+        outcomes = [_outcome(lambda: store.read_record(BOTH, REF)) for _ in range(6)]
+        _at_most_the_first_fails(outcomes)
+        assert _checked_out(store.engine.pool) == store._reader.kept()
+
+
+async def _reads_after_a_drop(server: PostgresServer, url: str) -> tuple[list[str], int, int]:
+    store = await AsyncStore.open(url)
+    try:
+        gmail = manifest("gmail")
+        await store.register_manifest(gmail)
+        await store.add_connection(MAILBOX, gmail["connector_id"])
+        await store.upsert_records(MAILBOX, "message_bodies", [body("e1", BODY)])
+        pooled = [store.engine.connect() for _ in range(WARM_CONNECTIONS)]
+        for conn in pooled:
+            await conn.start()
+            await conn.exec_driver_sql("SELECT 1")
+        for conn in pooled:
+            await conn.close()
+        # Reads at once: each holds a connection of its own, all kept afterwards.
+        await asyncio.gather(*(store.read_record(BOTH, REF) for _ in range(4)))
+        kept_before = store._readers.kept()
+        terminated = _terminate_backends(server, url)
+        assert terminated >= WARM_CONNECTIONS + 1
+        outcomes = []
+        for _ in range(6):
+            try:
+                await store.read_record(BOTH, REF)
+                outcomes.append("ok")
+            except StoreError as error:
+                outcomes.append(error.code)
+        assert _checked_out(store.engine.pool) == store._readers.kept()
+        return outcomes, kept_before, terminated
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+def test_async_reads_recover_at_once_when_the_database_drops_connections(
+    pg_server: PostgresServer, pg_db_url: str
+) -> None:
+    outcomes, kept_before, _ = asyncio.run(_reads_after_a_drop(pg_server, pg_db_url))
+    assert kept_before >= 1
+    _at_most_the_first_fails(outcomes)
+
+
+class _CloseDuringRead:
+    """An observer that closes the store while the store's first read is under way (its
+    statement is about to be sent), as another thread or task may."""
+
+    def __init__(self, engine: object, close: Callable[[], object]) -> None:
+        self._engine = engine
+        self._close = close
+        self.closed_during = 0
+
+    def executing(self, engine: object, statement: str, parameters: object) -> None:
+        if engine is self._engine and not self.closed_during:
+            self.closed_during += 1
+            self._close()
+
+    def fetched(self, engine: object, statement: str, rows: object) -> None:
+        pass
+
+
+class _Checkouts:
+    """The pool entries of every connection checked out of `engine` from now on."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.entries: list[ConnectionPoolEntry] = []
+        event.listen(engine, "checkout", self._seen)
+
+    def _seen(self, _dbapi: object, entry: ConnectionPoolEntry, _proxy: object) -> None:
+        self.entries.append(entry)
+
+    def still_open(self) -> int:
+        """How many of them still hold a database connection (a closed one holds none)."""
+        return sum(entry.dbapi_connection is not None for entry in self.entries)
+
+
+def test_a_sync_read_ending_after_close_keeps_no_connection(db_url: str) -> None:
+    with Store.open(db_url) as store:
+        _loaded(store)
+    store = Store.open(db_url)
+    checkouts = _Checkouts(store.engine)
+    closer = _CloseDuringRead(store.engine, store.close)
+    with observing(closer):
+        store.read_record(BOTH, REF)
+    assert closer.closed_during == 1
+    assert checkouts.entries
+    assert store._reader.kept() == checkouts.still_open() == 0
+
+
+async def _read_while_closing(url: str) -> tuple[int, int, int]:
+    store = await AsyncStore.open(url)
+    checkouts = _Checkouts(store.engine.sync_engine)
+    closing: list[asyncio.Future[None]] = []
+    closer = _CloseDuringRead(
+        store.engine.sync_engine, lambda: closing.append(asyncio.ensure_future(store.close()))
+    )
+    with observing(closer):
+        await store.read_record(BOTH, REF)
+    await asyncio.gather(*closing)
+    assert checkouts.entries
+    return closer.closed_during, store._readers.kept(), checkouts.still_open()
+
+
+def test_an_async_read_ending_after_close_keeps_no_connection(db_url: str) -> None:
+    with Store.open(db_url) as store:
+        _loaded(store)
+    closed_during, kept, still_open = asyncio.run(_read_while_closing(db_url))
+    assert closed_during == 1
+    assert kept == still_open == 0
