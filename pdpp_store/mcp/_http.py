@@ -5,7 +5,9 @@ Rules:
    map) is the grant of that request and of nothing else. A missing or unknown token is the
    REST server's 401 (`pdpp_store.rest.unauthenticated_response`: the §7 envelope with
    `request_id`, `WWW-Authenticate` with the `resource_metadata` of `resource_path`), before the
-   MCP layer sees the request.
+   MCP layer sees the request. That metadata (RFC 9728) is served by the app itself, without a
+   token, at `/.well-known/oauth-protected-resource` + `resource_path`, so a 401 of the app
+   served alone names a URL that answers (the REST server, which mounts it, serves it too).
 2. Tokens are compared in constant time, each against every known token (`rest.Tokens`).
 3. The transport is stateless (no MCP session outlives its request), so a grant never rides on a
    session another token opened.
@@ -23,11 +25,19 @@ from typing import Any
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.routing import Mount
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from pdpp_store import AsyncStore, Grant
-from pdpp_store.rest import Tokens, Unauthenticated, bearer_token, unauthenticated_response
+from pdpp_store.rest import (
+    METADATA_PATH,
+    Tokens,
+    Unauthenticated,
+    bearer_token,
+    protected_resource_metadata,
+    unauthenticated_response,
+)
 
 from ._server import create_server
 
@@ -64,9 +74,16 @@ def http_app(
             return
         await manager.handle_request({**scope, GRANT_SCOPE_KEY: grant}, receive, send)
 
+    async def metadata(request: Request) -> JSONResponse:
+        return JSONResponse(protected_resource_metadata(request, resource_path))
+
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with manager.run():
             yield
 
-    return Starlette(routes=[Mount("/", app=authenticated)], lifespan=lifespan)
+    routes = [
+        Route(METADATA_PATH + resource_path, metadata, methods=["GET"]),
+        Mount("/", app=authenticated),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -26,7 +26,12 @@ from starlette.routing import Route
 from pdpp_store import AsyncStore, Grant
 
 from ._auth import Tokens
-from ._errors import METADATA_PATH, RequestIdMiddleware, install_error_handlers
+from ._errors import (
+    METADATA_PATH,
+    RequestIdMiddleware,
+    install_error_handlers,
+    protected_resource_metadata,
+)
 from ._params import Params
 from ._routes import add_routes
 
@@ -50,16 +55,6 @@ def _grant_resolver(tokens: Mapping[str, Grant]) -> Callable[..., Any]:
         return known.grant_of(None if credentials is None else credentials.credentials)
 
     return current_grant
-
-
-def _protected_resource(request: Request, resource_path: str) -> dict[str, Any]:
-    """RFC 9728 metadata: the resource's URL and how to present its bearer tokens."""
-    base = str(request.base_url).rstrip("/")
-    return {
-        "resource": base + resource_path,
-        "resource_name": "pdpp-store",
-        "bearer_methods_supported": ["header"],
-    }
 
 
 def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +142,7 @@ def create_app(
     )
     async def protected_resource(request: Request) -> dict[str, Any]:
         _NO_PARAMS.parse(request)
-        return _protected_resource(request, "")
+        return protected_resource_metadata(request, "")
 
     @app.get(
         METADATA_PATH + "/mcp",
@@ -156,7 +151,7 @@ def create_app(
     )
     async def protected_mcp_resource(request: Request) -> dict[str, Any]:
         _NO_PARAMS.parse(request)
-        return _protected_resource(request, "/mcp")
+        return protected_resource_metadata(request, "/mcp")
 
     if mcp_app is not None:
         # `/mcp` itself (where MCP clients post) without a redirect, and any path below it.

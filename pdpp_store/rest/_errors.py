@@ -39,6 +39,7 @@ __all__ = [
     "error_response",
     "install_error_handlers",
     "metadata_url",
+    "protected_resource_metadata",
     "unauthenticated_response",
     "www_authenticate",
 ]
@@ -120,6 +121,16 @@ def _request_id(scope: Scope) -> str:
 def metadata_url(request: Request, resource_path: str = "") -> str:
     """The URL of the RFC 9728 protected-resource metadata (of the resource at `resource_path`)."""
     return f"{str(request.base_url).rstrip('/')}{METADATA_PATH}{resource_path}"
+
+
+def protected_resource_metadata(request: Request, resource_path: str = "") -> dict[str, Any]:
+    """RFC 9728 metadata of the resource at `resource_path`: its URL and how to present its
+    bearer tokens (served at `METADATA_PATH + resource_path` by every app whose 401 names it)."""
+    return {
+        "resource": str(request.base_url).rstrip("/") + resource_path,
+        "resource_name": "pdpp-store",
+        "bearer_methods_supported": ["header"],
+    }
 
 
 def www_authenticate(request: Request, code: str, resource_path: str = "") -> str:

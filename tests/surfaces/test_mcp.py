@@ -671,6 +671,33 @@ async def test_http_needs_a_bearer_token_and_applies_its_grant(
         await store.close()
 
 
+async def test_the_metadata_a_401_names_is_served_by_the_app_alone(
+    loaded: tuple[str, dict[str, Any]],
+) -> None:
+    """Served on its own (not mounted by the REST server), the app answers the RFC 9728
+    metadata URL its 401 names, without a token, naming itself as the resource."""
+    url, _ = loaded
+    store = await AsyncStore.open(url)
+    app = http_app(store, {"tok-owner": owner()})
+    try:
+        async with app.router.lifespan_context(app):
+            transport = httpx2.ASGITransport(app=app)
+            async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as raw:
+                refused = await raw.post("/mcp", json={})
+                assert refused.status_code == 401
+                challenge = refused.headers["www-authenticate"]
+                named = challenge.split('resource_metadata="')[1].split('"')[0]
+                assert named == "http://127.0.0.1/.well-known/oauth-protected-resource/mcp"
+                metadata = await raw.get(named)
+                assert metadata.status_code == 200
+                assert metadata.json()["resource"] == "http://127.0.0.1/mcp"
+                assert metadata.json()["bearer_methods_supported"] == ["header"]
+                other = await raw.get("/.well-known/oauth-protected-resource/elsewhere")
+                assert other.status_code == 401  # only the app's own metadata is open
+    finally:
+        await store.close()
+
+
 def test_the_core_and_the_cli_import_no_sdk() -> None:
     """The `[server]` extra is optional: the package, its CLI and the MCP calls load without it."""
     import subprocess
