@@ -20,11 +20,11 @@ removed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
-from sqlalchemy import Select, func, literal, select, true
+from sqlalchemy import Engine, Select, func, literal, literal_column, select, true
 from test_gate_bounded import (
     FIELD,
     GRANT,
@@ -45,6 +45,7 @@ from test_gate_canaries import (
 )
 
 from pdpp_store import Store, StoreError, StreamGrant
+from pdpp_store._runtime import observing
 from pdpp_store._sql import statements as sql
 from pdpp_store._sql.tables import field_chunks, fields
 
@@ -104,17 +105,23 @@ BITE_FIELD_CHARS = 300_000
 """Small enough to ingest at once, and still a megabyte of Python memory once it crosses."""
 
 
+WHOLE = "whole_field"
+"""The label of the leaking column, to find the broken statement among those sent."""
+
+
 def _with_whole_field(statement: Any) -> Any:
     """`statement`, plus the field's whole text (every chunk, in one column): the window the
-    caller gets is unchanged, so only the boundary can tell."""
+    caller gets is unchanged, so only the boundary can tell. The separator is SQL text, not a
+    value: a value would be a literal-execute parameter, and the statement would run on
+    SQLAlchemy instead of the store's read path."""
     every = field_chunks.alias("every")
-    whole = select(func.aggregate_strings(every.c.text, "")).where(
+    whole = select(func.aggregate_strings(every.c.text, literal_column("''"))).where(
         every.c.connection_id == fields.c.connection_id,
         every.c.stream == fields.c.stream,
         every.c.record_id == fields.c.record_id,
         every.c.path == fields.c.path,
     )
-    return statement.add_columns(whole.scalar_subquery())
+    return statement.add_columns(whole.scalar_subquery().label(WHOLE))
 
 
 def _leaking(builder: Callable[..., Any]) -> Callable[..., Any]:
@@ -143,9 +150,25 @@ def test_a_window_statement_selecting_the_whole_field_fails_the_bounded_proof(
         if hasattr(sql, name):
             breakable.setattr(sql, name, _leaking(getattr(sql, name)))
     for read in reads:
-        assert read().text  # the broken variant still answers correctly ...
-        with pytest.raises(AssertionError, match="crossed the boundary"):
-            check_bounded(sync_store, read, window_text)  # ... but the proof fails
+        with observing(sent := _Sent()):
+            assert read().text  # the broken variant still answers correctly ...
+        assert any(WHOLE in statement for statement in sent.statements)  # on the read path ...
+        with pytest.raises(AssertionError, match="characters crossed the boundary"):
+            check_bounded(sync_store, read, window_text)  # ... and the proof fails
+
+
+class _Sent:
+    """The statements the store's read path (`_runtime.Statements`) sends itself; a statement
+    that runs on SQLAlchemy instead is not among them."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def executing(self, engine: Engine, statement: str, parameters: Any) -> None:
+        self.statements.append(statement)
+
+    def fetched(self, engine: Engine, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        pass
 
 
 # ---------------------------------------------------------------- (b) visibility removed

@@ -6,6 +6,8 @@ a match at the start and at the very end, a cursor page, a projected record, a f
 description, blob metadata and a blob range) is run under `BoundaryAudit` and tracemalloc, and
 `check_bounded` asserts:
 
+0. the audit saw the read: at least one row, and at least as many characters as the operation
+   returns (a blind audit, which sees nothing, would otherwise pass every upper bound);
 1. at most `MAX_ROWS` rows crossed from the database (one per chunk a window overlaps, plus
    catalogue rows);
 2. the characters (str cells) and bytes (bytes cells) that crossed are at most what the
@@ -123,6 +125,11 @@ def check_bounded(
 ) -> Measured:
     """The proof: rows, characters and memory of one read are bounded by what it returns."""
     seen = measure(store, read, returned)
+    assert seen.rows > 0, "the audit saw no row of the read: its bounds would prove nothing"
+    assert seen.crossed >= seen.returned, (
+        f"the audit saw {seen.crossed} characters for a result of {seen.returned}: "
+        "the result reached Python by a path it does not see"
+    )
     assert seen.rows <= MAX_ROWS, f"{seen.rows} rows crossed the boundary (at most {MAX_ROWS})"
     bound = seen.returned + ROW_SLACK_CHARS * seen.rows
     assert seen.crossed <= bound, (
