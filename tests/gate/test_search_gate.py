@@ -5,16 +5,20 @@ excludes: a searchable field the grant does not cover (`from_name`), a granted f
 declared searchable (`thread_id`) or not declared at all (`x_note`), a soft-deleted record, a
 record of a connection the grant does not cover, a record outside `resources`, and a record
 outside the time constraint. Each canary sits in at least two records, so a leak would show in
-`has_more` of a one-hit page even where the record is dropped later. Proofs, on every backend and
-front:
+`has_more` of a one-hit page even where the record is dropped later. In the records a granted
+query finds, the canaries of the fields a search must not read sit next to that query's term, so
+a page's evidence read from them would find a match there (and cut a preview of it). Proofs, on
+every backend and front:
 
 1. A query for any canary (alone, or with a term that matches granted content) answers exactly
    what a query matching nothing answers (the same page: hits, `has_more`, `next_cursor`).
 2. No cell the database returns during those searches, nor during a search whose hits also hold
    canaries in ungranted fields, contains a canary (`BoundaryAudit`, returned cells only: the
-   query itself carries the canary as a parameter).
+   query itself carries the canary as a parameter); and the cells of that last search do hold
+   its excerpts' text, so the audit saw the rows the page was made of.
 3. The proofs bite: with the grant's field filter removed from the searched paths, the paths
-   removed from the search SQL, or the visibility condition removed, they fail.
+   removed from the search SQL or from the page's evidence statements, or the visibility
+   condition removed, they fail.
 
 Every proof runs twice: as the dataset is (its records fit in the first phase's scan), and with
 that scan cut to one record, so hits come from the search index's candidates (`SCAN_RECORDS`),
@@ -72,9 +76,9 @@ def load(store: StoreFront) -> None:
     records = []
     for n in range(2):
         records += [
-            _message(f"ungranted{n}", from_name=f"From {c['ungranted']} x"),
-            _message(f"notsearch{n}", thread_id=f"{c['not_searchable']}-{n}"),
-            _message(f"undeclared{n}", x_note=f"note {c['undeclared']}"),
+            _message(f"ungranted{n}", from_name=f"Quarterly {c['ungranted']} x"),
+            _message(f"notsearch{n}", thread_id=f"quarterly-{c['not_searchable']}-{n}"),
+            _message(f"undeclared{n}", x_note=f"quarterly note {c['undeclared']}"),
             _message(f"deleted{n}", subject=f"Gone {c['deleted']}"),
             _message(f"outside{n}", subject=f"Hidden {c['outside_resources']}"),
             _message(
@@ -117,13 +121,18 @@ def _answer(store: StoreFront, q: str, **args: Any) -> dict[str, Any]:
     return page
 
 
-def _leaked(audit: BoundaryAudit) -> list[str]:
-    """The canaries found in any cell the database returned (case-folded, like the audit)."""
+def _texts(audit: BoundaryAudit) -> list[str]:
+    """The text of every str or bytes cell the database returned."""
     cells = [
         value.decode("utf-8", "replace") if isinstance(value, bytes) else value
         for value in audit.values
     ]
-    texts = [fold(cell) for cell in cells if isinstance(cell, str)]
+    return [cell for cell in cells if isinstance(cell, str)]
+
+
+def _leaked(audit: BoundaryAudit) -> list[str]:
+    """The canaries found in any cell the database returned (case-folded, like the audit)."""
+    texts = [fold(text) for text in _texts(audit)]
     return [name for name, canary in CANARIES.items() if any(fold(canary) in t for t in texts)]
 
 
@@ -152,13 +161,21 @@ def check_search_gate(store: StoreFront) -> None:
     # Hits that hold canaries in fields the grant does not cover show none of them.
     with BoundaryAudit(engine) as audit:
         page = _answer(store, "quarterly numbers", limit=50)
-    assert _leaked(audit) == []
+    leaked = _leaked(audit)
+    assert not leaked, f"canaries leaked into the evidence of a granted page: {leaked}"
     ids = [hit["record_key"] for hit in page["data"]]
     assert ids == sorted(
         f"{k}{n}" for k in ("notsearch", "undeclared", "ungranted") for n in range(2)
     )
+    texts = _texts(audit)
     for hit in page["data"]:
-        assert {e["field_path"] for e in hit["evidence_excerpts"]} <= {"subject", "snippet"}
+        excerpts = hit["evidence_excerpts"]
+        assert excerpts, f"no evidence for {hit['record_key']}"
+        assert {e["field_path"] for e in excerpts} <= {"subject", "snippet"}
+        for excerpt in excerpts:  # the audit saw the page's rows: its silence means something
+            assert any(excerpt["preview_text"] in text for text in texts), (
+                f"the audit saw no row holding the excerpt {excerpt['preview_text']!r}"
+            )
 
 
 PHASES = {"scan": None, "index": 1}
@@ -268,6 +285,33 @@ def test_paths_removed_from_the_search_sql_fail_the_proofs(
 
     breakable.setattr(search_sql, "_term_occurs", any_field)
     _fails(loaded)
+
+
+def test_paths_removed_from_the_page_evidence_fail_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The page's evidence statements (`first_occurrences`, `previews`) read every text-like
+    field of a hit, not only its searched paths. The store keeps the excerpts of the searched
+    paths alone, so every answer is unchanged and only the audit can tell."""
+    from pdpp_store._sql.statements import _same_record
+    from pdpp_store._sql.tables import fields, records
+
+    real = search_sql._page_fields
+
+    def every_field(shapes: Any, targets: Any) -> Any:
+        _, conditions = real(shapes, targets)  # visibility and text-likeness stay
+        joined = targets.join(records, _same_record(records, targets)).join(
+            fields, _same_record(fields, records)
+        )
+        return joined, conditions
+
+    queries = ["quarterly numbers", *(f"quarterly {canary}" for canary in CANARIES.values())]
+    answers = [_answer(loaded, q, limit=50) for q in queries]
+    breakable.setattr(search_sql, "_page_fields", every_field)
+    _clear_caches()  # the statements built for `answers` hold the real `_page_fields`
+    assert [_answer(loaded, q, limit=50) for q in queries] == answers
+    with pytest.raises(AssertionError, match="leaked"):
+        check_search_gate(loaded)
 
 
 def test_visibility_removed_from_the_search_sql_fails_the_proofs(
