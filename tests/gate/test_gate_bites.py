@@ -115,7 +115,8 @@ def _with_whole_field(statement: Any) -> Any:
     value: a value would be a literal-execute parameter, and the statement would run on
     SQLAlchemy instead of the store's read path."""
     every = field_chunks.alias("every")
-    whole = select(func.aggregate_strings(every.c.text, literal_column("''"))).where(
+    separator: Any = literal_column("''")  # typed `str` by SQLAlchemy, which renders SQL text too
+    whole = select(func.aggregate_strings(every.c.text, separator)).where(
         every.c.connection_id == fields.c.connection_id,
         every.c.stream == fields.c.stream,
         every.c.record_id == fields.c.record_id,
