@@ -32,12 +32,12 @@ def _blind(monkeypatch: pytest.MonkeyPatch) -> None:
     def received(
         self: Statements, plan: Plan, raw: Sequence[Sequence[Any]], description: Any
     ) -> Rows | None:
-        observers = list(runtime._observers)
-        runtime._observers.clear()
+        observers = runtime._observers
+        runtime._observers = ()
         try:
             return real(self, plan, raw, description)
         finally:
-            runtime._observers.extend(observers)
+            runtime._observers = observers
 
     monkeypatch.setattr(Statements, "received", received)
 
