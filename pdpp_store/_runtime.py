@@ -30,7 +30,9 @@ Rules:
 7. Read connections are kept between reads, so what SQLAlchemy does on a disconnect is done
    here for reads: an error that says the database dropped the connection invalidates the pool
    and every kept connection, so only the read that met it fails (`storage_unavailable`, not
-   retried). Once the store is closed, a read still running closes its connection at its end.
+   retried). A disconnect that SQLAlchemy meets first (a write) lets go of the kept connections
+   too (`handle_error`). Once the store is closed, a read still running closes its connection at
+   its end.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from typing import Any, Protocol, TypeVar
 
 import psycopg
 from sqlalchemy import URL, Connection, Engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import (
     ArgumentError,
     DBAPIError,
@@ -497,6 +499,14 @@ class HeldReader:
         """Bumped when the kept connections are let go: a read begun before keeps nothing."""
         self._closed = False
         self.statements = Statements(engine)
+        event.listen(engine, "handle_error", self._on_error)
+
+    def _on_error(self, context: ExceptionContext) -> None:
+        """SQLAlchemy met a dropped connection first (a write's): it invalidates its pool, and
+        the kept read connections, opened before, are let go of too (only other, idle
+        connections are closed here: nothing runs on the failing one)."""
+        if context.is_disconnect:
+            self._let_go_of_idle(closing=False)
 
     def run(self, op: Op[T]) -> T:
         epoch = self._epoch
@@ -695,9 +705,14 @@ class _Held:
         )
 
 
-async def _close_all(connections: Sequence[_Held], *, healthy: bool) -> None:
+async def _close_all(
+    connections: Sequence[_Held], stale: Sequence[_Held], *, healthy: bool
+) -> None:
+    """Close `connections` (back to the pool if `healthy`) and the `stale` ones (discarded)."""
     for held in connections:
         await (_release(held.conn) if healthy else _discard(held.conn, held.driver))
+    for held in stale:
+        await _discard(held.conn, held.driver)
 
 
 class AsyncReaders:
@@ -721,9 +736,20 @@ class AsyncReaders:
         in_process = self.statements.dialect.runs_in_process
         self._slots = asyncio.Semaphore(IN_PROCESS_READERS if in_process else READER_SLOTS)
         self._idle: list[_Held] = []
+        self._stale: list[_Held] = []
+        """Kept connections let go by `_on_error`, closed by the next read or `close`."""
         self._epoch = 0
         """Bumped when the kept connections are let go: a read begun before keeps nothing."""
         self._closed = False
+        event.listen(engine.sync_engine, "handle_error", self._on_error)
+
+    def _on_error(self, context: ExceptionContext) -> None:
+        """As `HeldReader._on_error`; a listener cannot await, so the kept connections are only
+        set aside here, and closed by the next read (or `close`)."""
+        if context.is_disconnect:
+            self._epoch += 1
+            self._stale += self._idle
+            self._idle = []
 
     async def run(self, op: Op[T]) -> T:
         try:
@@ -750,6 +776,8 @@ class AsyncReaders:
             raise busy("every read connection of this store is in use; retry") from None
 
     async def _run(self, op: Op[T]) -> T:
+        if self._stale:
+            await self._let_go_of_idle(closing=False)
         epoch = self._epoch
         held = self._idle.pop() if self._idle else await self._checkout()
         try:
@@ -781,8 +809,9 @@ class AsyncReaders:
         self._epoch += 1
         self._closed = self._closed or closing
         idle, self._idle = self._idle, []
-        if idle:
-            await _shielded(_close_all(idle, healthy=closing))
+        stale, self._stale = self._stale, []
+        if idle or stale:
+            await _shielded(_close_all(idle, stale, healthy=closing))
 
     async def _checkout(self) -> _Held:
         conn = self._engine.connect()

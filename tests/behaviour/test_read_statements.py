@@ -267,6 +267,67 @@ def test_async_reads_recover_at_once_when_the_database_drops_connections(
     _at_most_the_first_fails(outcomes)
 
 
+@pytest.mark.postgres
+def test_a_sync_write_that_meets_a_drop_lets_go_of_the_kept_read_connections(
+    pg_server: PostgresServer, pg_db_url: str
+) -> None:
+    """A write, run on SQLAlchemy, is the first to meet the dropped connections (its pooled one):
+    the reader's kept connection is let go as well, so no read fails afterwards."""
+    with Store.open(pg_db_url) as store:
+        _loaded(store)
+        assert store._reader.kept() >= 1  # a read's connection, kept by the reader
+        store.upsert_records(MAILBOX, "message_bodies", [body("e2", "y")])  # a write's, pooled
+        assert _terminate_backends(pg_server, pg_db_url) >= 2
+        write = _outcome(lambda: store.upsert_records(MAILBOX, "message_bodies", [body("e3", "x")]))
+        assert write == "storage_unavailable"  # the write met the drop first
+        outcomes = [_outcome(lambda: store.read_record(BOTH, REF)) for _ in range(4)]
+        assert outcomes == ["ok"] * 4
+        assert _checked_out(store.engine.pool) == store._reader.kept()
+
+
+async def _reads_after_a_write_meets_a_drop(
+    server: PostgresServer, url: str
+) -> tuple[int, str, list[str], int, int]:
+    store = await AsyncStore.open(url)
+    try:
+        gmail = manifest("gmail")
+        await store.register_manifest(gmail)
+        await store.add_connection(MAILBOX, gmail["connector_id"])
+        await store.upsert_records(MAILBOX, "message_bodies", [body("e1", BODY)])
+        await asyncio.gather(*(store.read_record(BOTH, REF) for _ in range(3)))
+        kept_before = store._readers.kept()
+        await store.upsert_records(MAILBOX, "message_bodies", [body("e2", "y")])  # one pooled
+        _terminate_backends(server, url)
+        try:
+            await store.upsert_records(MAILBOX, "message_bodies", [body("e3", "x")])
+            write = "ok"
+        except StoreError as error:
+            write = error.code
+        outcomes = []
+        for _ in range(4):
+            try:
+                await store.read_record(BOTH, REF)
+                outcomes.append("ok")
+            except StoreError as error:
+                outcomes.append(error.code)
+        return kept_before, write, outcomes, _checked_out(store.engine.pool), store._readers.kept()
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+def test_an_async_write_that_meets_a_drop_lets_go_of_the_kept_read_connections(
+    pg_server: PostgresServer, pg_db_url: str
+) -> None:
+    kept_before, write, outcomes, checked_out, kept = asyncio.run(
+        _reads_after_a_write_meets_a_drop(pg_server, pg_db_url)
+    )
+    assert kept_before >= 1
+    assert write == "storage_unavailable"  # the write met the drop first
+    assert outcomes == ["ok"] * 4
+    assert checked_out == kept
+
+
 class _CloseDuringRead:
     """An observer that closes the store while the store's first read is under way (its
     statement is about to be sent), as another thread or task may."""
