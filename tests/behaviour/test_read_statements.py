@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from contextlib import suppress
+from typing import Any
 
 import pytest
 from _data import MAILBOX, attachment, body, grant, manifest, owner, ref_id, setup_mailbox
@@ -34,9 +35,9 @@ from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import ConnectionPoolEntry, Pool, QueuePool
 
-from pdpp_store import AsyncStore, NotFound, Store, StoreError
+from pdpp_store import AsyncStore, NotFound, Store, StoreError, _runtime
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
-from pdpp_store._runtime import READER_SLOTS, observing
+from pdpp_store._runtime import IN_PROCESS_READERS, READER_SLOTS, RETRY_AFTER_S, observing
 
 BODY = ("an invoice for the quarter, " * 200) + "closing words"
 REF = ref_id("e1")
@@ -169,6 +170,86 @@ async def _cancel_reads(url: str) -> tuple[int, int, str]:
 def test_cancelled_and_failed_async_reads_leak_no_connection(db_url: str) -> None:
     checked_out, kept, text = asyncio.run(_cancel_reads(db_url))
     assert "closing" in text
+    assert checked_out == kept <= READER_SLOTS
+
+
+class _Gate:
+    """Once closed (`hold`), holds every async read at its database call (the driver's fetch,
+    after the observers saw the statement) until opened: the read keeps its slot and its
+    connection meanwhile. A sync observer cannot do this (it would block the event loop), nor
+    can a database lock (it times out with the store's own busy timeout, as the slot does).
+    Installed before the store opens: a kept connection keeps the fetch it was opened with."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.arrived = 0
+        self._holding = 0
+        self.all_held = asyncio.Event()
+        self.opened = asyncio.Event()
+        self.opened.set()
+        for name in ("_fetch_aiosqlite", "_fetch_psycopg"):
+            monkeypatch.setattr(_runtime, name, self._gated(getattr(_runtime, name)))
+
+    def hold(self, reads: int) -> None:
+        """Hold the reads from now on; `all_held` is set once `reads` of them are held."""
+        self._holding = reads
+        self.opened.clear()
+
+    def _gated(self, fetch: Callable[..., Any]) -> Callable[..., Any]:
+        async def gated(*args: Any) -> Any:
+            if not self.opened.is_set():
+                self.arrived += 1
+                if self.arrived >= self._holding:
+                    self.all_held.set()
+                await self.opened.wait()
+            return await fetch(*args)
+
+        return gated
+
+
+BUSY_TIMEOUT_S = 0.2
+
+
+async def _read_with_every_slot_held(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[StoreError, float, int, int]:
+    gate = _Gate(monkeypatch)
+    store = await AsyncStore.open(url, busy_timeout_s=BUSY_TIMEOUT_S)
+    try:
+        gmail = manifest("gmail")
+        await store.register_manifest(gmail)
+        await store.add_connection(MAILBOX, gmail["connector_id"])
+        await store.upsert_records(MAILBOX, "message_bodies", [body("e1", BODY)])
+        await store.read_record(BOTH, REF)  # the catalogue, cached: one statement per read
+        in_process = store.engine.dialect.name == "sqlite"
+        slots = IN_PROCESS_READERS if in_process else READER_SLOTS
+        gate.hold(slots)
+        holders = [asyncio.ensure_future(store.read_record(BOTH, REF)) for _ in range(slots)]
+        await asyncio.wait_for(gate.all_held.wait(), 30)
+        held = _checked_out(store.engine.pool)
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(StoreError) as refused:
+            await asyncio.wait_for(store.read_record(BOTH, REF), 30)
+        waited = asyncio.get_running_loop().time() - started
+        assert gate.arrived == slots  # the refused read never reached the database
+        assert _checked_out(store.engine.pool) == held == slots  # nor took a connection
+        gate.opened.set()
+        answers = await asyncio.gather(*holders)
+        assert all(answer.ref.record_id == "e1" for answer in answers)
+        # Every slot is free again: as many reads at once as there are slots, then one more.
+        await asyncio.gather(*(store.read_record(BOTH, REF) for _ in range(slots)))
+        await store.read_record(BOTH, REF)
+        return refused.value, waited, _checked_out(store.engine.pool), store._readers.kept()
+    finally:
+        await store.close()
+
+
+def test_an_async_read_finding_every_slot_in_use_answers_storage_busy(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    error, waited, checked_out, kept = asyncio.run(_read_with_every_slot_held(db_url, monkeypatch))
+    assert error.code == "storage_busy"
+    assert error.details == {"retryable": True, "retry_after_s": RETRY_AFTER_S}
+    assert BUSY_TIMEOUT_S * 0.9 <= waited < 30  # waited for a slot, for about the timeout
     assert checked_out == kept <= READER_SLOTS
 
 
