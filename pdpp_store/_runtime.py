@@ -424,26 +424,28 @@ def _read_sync(statements: Statements, conn: Connection, op: Op[T]) -> T:
     execution runs on `conn`, observed by SQLAlchemy's cursor events like a write)."""
     dbapi = conn.connection.dbapi_connection
     assert dbapi is not None
-    request = next(op)
-    while True:
-        reply: Rows | None = None
-        if isinstance(request, Execute) and request.runs_on(statements.dialect):
-            plan = statements.plan(request)
-            if plan is None:
-                reply = _reply(
-                    conn.execute(request.statement_for(statements.dialect), request.params)
-                )
-            else:
-                parameters = statements.send(plan, request)
-                cursor = dbapi.cursor()
-                try:
-                    cursor.execute(plan.sql, parameters)
-                    description = cursor.description
-                    raw = cursor.fetchall() if description is not None else ()
-                finally:
-                    cursor.close()
-                reply = statements.received(plan, raw, description)
-        request = op.send(reply)
+    try:
+        request = next(op)
+        while True:
+            reply: Rows | None = None
+            if isinstance(request, Execute) and request.runs_on(statements.dialect):
+                plan = statements.plan(request)
+                if plan is None:
+                    statement = request.statement_for(statements.dialect)
+                    reply = _reply(conn.execute(statement, request.params))
+                else:
+                    parameters = statements.send(plan, request)
+                    cursor = dbapi.cursor()
+                    try:
+                        cursor.execute(plan.sql, parameters)
+                        description = cursor.description
+                        raw = cursor.fetchall() if description is not None else ()
+                    finally:
+                        cursor.close()
+                    reply = statements.received(plan, raw, description)
+            request = op.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 def _healthy(exc: BaseException) -> bool:
@@ -519,8 +521,6 @@ class HeldReader:
                 )
             try:
                 result = _read_sync(self.statements, conn, op)
-            except StopIteration as done:
-                result = done.value
             except BaseException as exc:
                 self._failed(conn, epoch, exc)
                 raise
