@@ -287,9 +287,11 @@ class BenchDatabase:
             list(audit.executions), list(audit.rows), audit.chars_returned(), audit.max_text_cell()
         )
 
-    def replay(self, executions: Sequence[Execution]) -> Rows:
-        """The raw-SQL floor: the captured statements on a bare connection, in one transaction."""
-        cursor = self.raw_tx.cursor()
+    def replay(self, executions: Sequence[Execution], *, autocommit: bool = False) -> Rows:
+        """The raw-SQL floor: the captured statements on a bare connection, in one transaction
+        (or, `autocommit`, each on its own, as the store runs its reads)."""
+        connection = self.raw if autocommit else self.raw_tx
+        cursor = connection.cursor()
         rows: Rows = []
         try:
             for statement, params in executions:
@@ -298,7 +300,8 @@ class BenchDatabase:
                     rows.extend(cursor.fetchall())
         finally:
             cursor.close()
-            self.raw_tx.commit()
+            if not autocommit:
+                connection.commit()
         return rows
 
     # ---------------------------------------------------------------- baselines

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,20 +157,6 @@ def _plain(answer: object) -> object:
     return answer
 
 
-def _floor(bench: BenchDatabase, executions: Sequence[tuple[str, Any]]) -> list[Any]:
-    """The captured statements on the bare autocommit connection: the raw floor."""
-    cursor = bench.raw.cursor()
-    rows: list[Any] = []
-    try:
-        for statement, params in executions:
-            cursor.execute(statement, params)
-            if cursor.description is not None:
-                rows.extend(cursor.fetchall())
-    finally:
-        cursor.close()
-    return rows
-
-
 SYNC_READS = ("window-offset", "window-cursor", "record")
 
 
@@ -213,4 +199,5 @@ def test_sync_front(
     if impl == "library":
         assert benchmark(library[read]) == expected
     else:
-        assert benchmark(lambda: _floor(bench, captured.executions)) == captured.rows
+        floor = benchmark(lambda: bench.replay(captured.executions, autocommit=True))
+        assert floor == captured.rows

@@ -175,6 +175,11 @@ class Mailbox:
 
     def replay(self, statements: list[tuple[str, Any, bool]]) -> float:
         """Seconds to run recorded write statements on the bare driver, in one transaction."""
+        return self._timed_transaction(statements)
+
+    def _timed_transaction(self, statements: list[tuple[str, Any, bool]]) -> float:
+        """Seconds to run `statements` (each `(sql, parameters, many)`) in one transaction on
+        the bare driver, as the store writes: `BEGIN IMMEDIATE` on SQLite."""
         cursor = self.raw.cursor()
         started = time.perf_counter()
         if self.backend == "sqlite":
@@ -195,10 +200,11 @@ class Mailbox:
     def plain(self, count: int, prefix: str) -> float:
         """Seconds to insert `count` records as one row each into a plain table."""
         marker = "?" if self.backend == "sqlite" else "%s"
-        cursor = self.raw.cursor()
         if not self._plain_made:
             columns = ", ".join(f"{name} TEXT" for name in PLAIN_COLUMNS[1:])
+            cursor = self.raw.cursor()
             cursor.execute(f"CREATE TABLE plain_mail (id TEXT PRIMARY KEY, {columns})")
+            cursor.close()
             self.raw.commit()
             self._plain_made = True
         insert = (
@@ -217,17 +223,7 @@ class Mailbox:
             )
             for r in emails(count, prefix)
         ]
-        started = time.perf_counter()
-        if self.backend == "sqlite":
-            cursor.execute("BEGIN IMMEDIATE")
-        cursor.executemany(insert, rows)
-        if self.backend == "sqlite":
-            cursor.execute("COMMIT")
-        else:
-            self.raw.commit()
-        elapsed = time.perf_counter() - started
-        cursor.close()
-        return elapsed
+        return self._timed_transaction([(insert, rows, True)])
 
     def close(self) -> None:
         self.raw.close()
