@@ -54,6 +54,7 @@ from .statements import (
     FIELD_META,
     INDEX_ROWID_SHIFT,
     GrantShape,
+    _haystack_at,
     _kind_in,
     _same_record,
     field_info,
@@ -161,23 +162,6 @@ class SearchGroup:
     paths: tuple[str, ...]
 
 
-def _haystack(long_term: bool, overlap: ColumnElement[int]) -> ColumnElement[str]:
-    here: ColumnElement[str] = func.coalesce(field_chunks.c.folded, field_chunks.c.text)
-    if not long_term:
-        return here + func.coalesce(field_chunks.c.lookahead, "")
-    nxt = field_chunks.alias("nxt")
-    ahead = (
-        select(func.substr(func.coalesce(nxt.c.folded, nxt.c.text), 1, overlap))
-        .where(
-            _same_record(nxt, field_chunks),
-            nxt.c.path == field_chunks.c.path,
-            nxt.c.chunk_no == field_chunks.c.chunk_no + 1,
-        )
-        .scalar_subquery()
-    )
-    return here + func.coalesce(ahead, "")
-
-
 def _term_occurs(group: int, term: int, long_term: bool) -> ColumnElement[bool]:
     """Term `term` occurs in one of group `group`'s paths of the current record."""
     overlap = bindparam(f"t{term}_overlap", type_=Integer)
@@ -188,7 +172,7 @@ def _term_occurs(group: int, term: int, long_term: bool) -> ColumnElement[bool]:
         _kind_in(text_like=True),
         _same_record(field_chunks, fields),
         field_chunks.c.path == fields.c.path,
-        strpos(_haystack(long_term, overlap), needle) > 0,
+        strpos(_haystack_at(field_chunks, long_term, overlap), needle) > 0,
     )
 
 

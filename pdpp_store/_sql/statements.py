@@ -447,11 +447,11 @@ def fts_query(needle: str) -> str:
     return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
 
 
-def _next_head(chunks: Any) -> ColumnElement[str]:
-    """The next chunk's first `m_overlap` folded code points: a probe on the full primary key."""
+def _next_head(chunks: Any, overlap: ColumnElement[int]) -> ColumnElement[str]:
+    """The next chunk's first `overlap` folded code points: a probe on the full primary key."""
     nxt = field_chunks.alias("nxt")
     return (
-        select(func.substr(func.coalesce(nxt.c.folded, nxt.c.text), 1, _OVERLAP))
+        select(func.substr(func.coalesce(nxt.c.folded, nxt.c.text), 1, overlap))
         .where(
             _same_record(nxt, chunks),
             nxt.c.path == chunks.c.path,
@@ -464,13 +464,16 @@ def _next_head(chunks: Any) -> ColumnElement[str]:
 _OVERLAP = bindparam("m_overlap", type_=Integer)
 
 
-def _haystack_at(chunks: Any, long_needle: bool) -> ColumnElement[str]:
+def _haystack_at(
+    chunks: Any, long_needle: bool, overlap: ColumnElement[int] = _OVERLAP
+) -> ColumnElement[str]:
     """A chunk's folded text followed by the next chunk's folded head: the stored look-ahead
-    for needles of up to `LOOKAHEAD_CHARS + 1` code points, else a probe of the next chunk."""
+    for needles of up to `LOOKAHEAD_CHARS + 1` code points, else a probe of the next chunk's
+    first `overlap` code points (the needle's length less one)."""
     here: ColumnElement[str] = func.coalesce(chunks.c.folded, chunks.c.text)
     if not long_needle:
         return here + func.coalesce(chunks.c.lookahead, "")
-    return here + func.coalesce(_next_head(chunks), "")
+    return here + func.coalesce(_next_head(chunks, overlap), "")
 
 
 @cache

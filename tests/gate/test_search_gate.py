@@ -268,14 +268,15 @@ def test_paths_removed_from_the_search_sql_fail_the_proofs(
 ) -> None:
     """The hit statement matches terms in any field of the record, not only the searched ones
     (the evidence stays correct, so only the page's shape can tell)."""
-    from sqlalchemy import bindparam, exists
+    from sqlalchemy import Integer, bindparam, exists
 
     from pdpp_store._sql.dialects import strpos
-    from pdpp_store._sql.statements import _same_record
+    from pdpp_store._sql.statements import _haystack_at, _same_record
     from pdpp_store._sql.tables import field_chunks, fields, records
 
     def any_field(group: int, term: int, long_term: bool) -> Any:
-        haystack = search_sql._haystack(long_term, bindparam(f"t{term}_overlap"))
+        overlap = bindparam(f"t{term}_overlap", type_=Integer)
+        haystack = _haystack_at(field_chunks, long_term, overlap)
         return exists().where(
             _same_record(fields, records),
             _same_record(field_chunks, fields),
