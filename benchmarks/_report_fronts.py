@@ -7,8 +7,7 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-BACKENDS = ("sqlite", "postgres")
-BACKEND_TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+from ._format import BACKEND_TITLES, BACKENDS, fmt_ratio, fmt_time, ratio, table
 
 ASYNC_GOAL = 1.5
 SYNC_GOAL = 3.0
@@ -44,7 +43,6 @@ def _rate(value: float | None) -> str:
 
 
 def _async_rows(cells: Cells) -> list[list[str]]:
-    from .report import fmt_ratio, ratio  # imported when rendering: report.py imports us
 
     rows = []
     for backend in BACKENDS:
@@ -75,7 +73,6 @@ def _growth(cells: Cells, backend: str, impl: str) -> str:
 
 
 def _sync_rows(cells: Cells) -> list[list[str]]:
-    from .report import fmt_ratio, fmt_time, ratio
 
     rows = []
     for backend in BACKENDS:
@@ -96,7 +93,6 @@ def _sync_rows(cells: Cells) -> list[list[str]]:
 
 
 def render(data: dict[str, Any]) -> list[str]:
-    from .report import table
 
     cells = _cells(data)
     if not cells:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._format import BACKEND_TITLES
+
 __all__ = ["render"]
 
 SUITE = "ingest-scale"
-TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 
 
 def _variants(data: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
@@ -57,7 +58,7 @@ def _summary(backend: str, variants: dict[str, list[dict[str, Any]]]) -> list[st
     library = sum(c["records"] for c in steps) / sum(c["seconds"] for c in steps)
     raw = sum(c["raw_records"] for c in steps) / sum(c["raw_seconds"] for c in steps)
     parts = [
-        f"**{TITLES.get(backend, backend)}**: small records at {_x(library / raw)} of raw "
+        f"**{BACKEND_TITLES.get(backend, backend)}**: small records at {_x(library / raw)} of raw "
         f"inserts of the same rows over the run ({_n(library)} against {_n(raw)} rec/s; goal "
         f"at least 0.33x); with {_n(last['present'])} records present the step ran at "
         f"{_n(last['rate'])} rec/s against {_n(first['rate'])} into empty tables, a ratio "
@@ -102,6 +103,6 @@ def render(data: dict[str, Any]) -> list[str]:
         variants = found.get(backend, {})
         if "library" not in variants:
             continue
-        lines += ["", f"### {TITLES[backend]}", "", *_summary(backend, variants), ""]
+        lines += ["", f"### {BACKEND_TITLES[backend]}", "", *_summary(backend, variants), ""]
         lines += _table(variants["library"], variants.get("no-upkeep", []))
     return lines

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-BACKENDS = (("sqlite", "SQLite"), ("postgres", "PostgreSQL"))
+from ._format import BACKEND_TITLES, fmt_ratio, fmt_time, ratio, table, verdict
+
+BACKENDS = tuple(BACKEND_TITLES.items())
 PLACES = (("end", "match at the end"), ("absent", "absent"), ("start", "match at offset 100"))
 TERMS = (("rare", "rare term"), ("common", "common term (every second record)"), ("absent", ""))
 LATE_GOAL_S = 0.050
@@ -47,12 +49,7 @@ def _backends(cells: Cells) -> list[tuple[str, str]]:
     return [(name, title) for name, title in BACKENDS if name in present]
 
 
-def _verdict(ok: bool) -> str:
-    return "met" if ok else "**missed**"
-
-
 def _q_section(cells: Cells) -> list[str]:
-    from .report import fmt_ratio, fmt_time, ratio, table
 
     backends = _backends({k: v for k, v in cells.items() if k[0] == "q-index"})
     datasets = sorted(
@@ -94,20 +91,19 @@ def _q_section(cells: Cells) -> list[str]:
         seconds, backend, kind, size = worst_late
         lines.append(
             f"- Late or absent at {largest} (goal ≤ {fmt_time(LATE_GOAL_S)}): "
-            f"{_verdict(seconds <= LATE_GOAL_S)}, worst {fmt_time(seconds)} ({backend}, {kind})."
+            f"{verdict(seconds <= LATE_GOAL_S)}, worst {fmt_time(seconds)} ({backend}, {kind})."
         )
     if worst_early is not None:
         seconds, backend, kind, size = worst_early
         lines.append(
             f"- Early matches (goal < {fmt_time(EARLY_GOAL_S)}): "
-            f"{_verdict(seconds < EARLY_GOAL_S)}, worst {fmt_time(seconds)} "
+            f"{verdict(seconds < EARLY_GOAL_S)}, worst {fmt_time(seconds)} "
             f"({backend}, {kind}, {size})."
         )
     return [*lines, ""]
 
 
 def _search_section(cells: Cells) -> list[str]:
-    from .report import fmt_time, table
 
     found = {k: v for k, v in cells.items() if k[0] == "search"}
     backends = _backends(found)
@@ -143,15 +139,14 @@ def _search_section(cells: Cells) -> list[str]:
             continue
         both = max(rare, common) <= PAGE_GOAL_S
         lines.append(
-            f"- {title}: first page ≤ {fmt_time(PAGE_GOAL_S)} for both: {_verdict(both)}; "
-            f"common no slower than rare: {_verdict(common <= rare)} "
+            f"- {title}: first page ≤ {fmt_time(PAGE_GOAL_S)} for both: {verdict(both)}; "
+            f"common no slower than rare: {verdict(common <= rare)} "
             f"(common / rare {common / rare:.2f})."
         )
     return [*lines, ""]
 
 
 def _size_section(cells: Cells) -> list[str]:
-    from .report import fmt_ratio, table
 
     found = {k: v for k, v in cells.items() if k[0] == "index-size"}
     if not found:
@@ -169,7 +164,7 @@ def _size_section(cells: Cells) -> list[str]:
                     name,
                     f"{index / 1e6:,.1f}",
                     f"{text / 1e6:,.1f}",
-                    f"{fmt_ratio(index / text)} ({_verdict(index <= INDEX_GOAL * text)})",
+                    f"{fmt_ratio(index / text)} ({verdict(index <= INDEX_GOAL * text)})",
                 ]
             )
     return [
@@ -183,7 +178,6 @@ def _size_section(cells: Cells) -> list[str]:
 
 
 def _ingest_section(cells: Cells) -> list[str]:
-    from .report import fmt_ratio, fmt_time, ratio, table
 
     found = {k: v for k, v in cells.items() if k[0] == "ingest-index"}
     if not found:
@@ -203,7 +197,7 @@ def _ingest_section(cells: Cells) -> list[str]:
                 fmt_time(without["median"]),
                 f"{int(with_index['records']) / with_index['median']:,.0f}",
                 f"{int(without['records']) / without['median']:,.0f}",
-                f"{fmt_ratio(speed)} ({_verdict(speed is not None and speed >= INGEST_GOAL)})",
+                f"{fmt_ratio(speed)} ({verdict(speed is not None and speed >= INGEST_GOAL)})",
             ]
         )
     return [

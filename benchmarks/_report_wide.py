@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-BACKENDS = (("sqlite", "SQLite"), ("postgres", "PostgreSQL"))
+from ._format import BACKEND_TITLES, fmt_ratio, fmt_time, ratio, table
+
+BACKENDS = tuple(BACKEND_TITLES.items())
 BEFORE_KEYS = 10_000
 BEFORE_SECONDS = 0.061
 """`read_record` of a 10,000-key record before the field budget: 61 ms, 7.7 MiB peak, every
@@ -38,7 +40,6 @@ def _size(count: object) -> str:
 
 
 def render(data: dict[str, Any]) -> list[str]:
-    from .report import fmt_ratio, fmt_time, ratio, table
 
     cells = _cells(data)
     if not cells:
