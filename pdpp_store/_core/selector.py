@@ -41,9 +41,13 @@ class SelectorArgs(TypedDict, total=False):
         int | None, SelectorArg("Start, in code points (default 0).", "--offset", in_uri=True)
     ]
     limit_chars: Annotated[
-        int | None, SelectorArg("Length, in code points (default 4096).", "--limit", in_uri=True)
+        int | None, SelectorArg(
+            "Length, in code points (default 4096; above 16384 clamped).", "--limit", in_uri=True
+        )
     ]
-    q: Annotated[str | None, SelectorArg("Centre the window on the first match of TEXT.", "--q")]
+    q: Annotated[
+        str | None, SelectorArg("Centre the window on the first case-insensitive match.", "--q")
+    ]
     before_chars: Annotated[
         int | None, SelectorArg("Context before the match (default 2048).", "--before")
     ]

@@ -34,6 +34,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from pdpp_store import (
+    SELECTOR_ARGS,
     AsyncStore,
     BlobInfo,
     FieldWindow,
@@ -103,41 +104,23 @@ RecordId = Annotated[str, Path(description="The record id: the canonical primary
 _CONNECTION = Param(
     "connection_id", str, "The record's connection; needed when the grant covers several."
 )
+_SELECTOR_BOUNDS: dict[str, dict[str, Any]] = {
+    "offset_chars": {"minimum": 0},
+    "limit_chars": {"minimum": 1},
+    "q": {"minLength": 1, "maxLength": 1024},
+    "before_chars": {"minimum": 0, "maximum": 8192},
+    "after_chars": {"minimum": 0, "maximum": 8192},
+    "occurrence": {"minimum": 1, "maximum": 10000},
+}
+"""What OpenAPI documents of each selector argument's range (the library checks them all)."""
+
 WINDOW_PARAMS = Params(
     Param("field", str, "The field: a top-level key, taken literally.", required=True),
     _CONNECTION,
-    Param("offset_chars", int, "Start, in code points (default 0).", bounds={"minimum": 0}),
-    Param(
-        "limit_chars",
-        int,
-        "Length in code points (default 4096; above 16384 clamped).",
-        bounds={"minimum": 1},
+    *(
+        Param(arg.name, arg.type, arg.help, bounds=_SELECTOR_BOUNDS.get(arg.name, {}))
+        for arg in SELECTOR_ARGS.values()
     ),
-    Param(
-        "q",
-        str,
-        "Centre the window on the first case-insensitive match.",
-        bounds={"minLength": 1, "maxLength": 1024},
-    ),
-    Param(
-        "before_chars",
-        int,
-        "Context before the match (default 2048).",
-        bounds={"minimum": 0, "maximum": 8192},
-    ),
-    Param(
-        "after_chars",
-        int,
-        "Context after the match (default 2048).",
-        bounds={"minimum": 0, "maximum": 8192},
-    ),
-    Param(
-        "occurrence",
-        int,
-        "Which occurrence of q to centre on (1-based, default 1).",
-        bounds={"minimum": 1, "maximum": 10000},
-    ),
-    Param("cursor", str, "A next_cursor, previous_cursor or next_match_cursor to continue from."),
     Param(
         "If-Match",
         str,
