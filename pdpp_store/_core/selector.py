@@ -41,9 +41,10 @@ class SelectorArgs(TypedDict, total=False):
         int | None, SelectorArg("Start, in code points (default 0).", "--offset", in_uri=True)
     ]
     limit_chars: Annotated[
-        int | None, SelectorArg(
+        int | None,
+        SelectorArg(
             "Length, in code points (default 4096; above 16384 clamped).", "--limit", in_uri=True
-        )
+        ),
     ]
     q: Annotated[
         str | None, SelectorArg("Centre the window on the first case-insensitive match.", "--q")
