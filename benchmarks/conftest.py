@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from _postgres import PostgresServer, Unavailable, find_server, unavailable
+from pytest_benchmark.utils import get_commit_info
 
 from ._bench import (
     BenchDatabase,
@@ -38,6 +39,16 @@ BACKENDS = [
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: runs against a Postgres server")
+    config.stash[_COMMIT_AT_START] = get_commit_info()  # type: ignore[no-untyped-call]
+
+
+_COMMIT_AT_START = pytest.StashKey[dict[str, Any]]()
+"""The checkout's commit when the run began: pytest-benchmark asks at the end, and a run of
+half an hour may end on a later commit than the code it measured."""
+
+
+def pytest_benchmark_generate_commit_info(config: pytest.Config) -> dict[str, Any]:
+    return config.stash[_COMMIT_AT_START]
 
 
 def pytest_benchmark_update_machine_info(
