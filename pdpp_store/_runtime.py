@@ -419,33 +419,46 @@ class Statements:
         return plan.rows(raw, description)
 
 
+def _advance(
+    statements: Statements, dbapi: Any, op: Op[Any], reply: Rows | None
+) -> tuple[bool, Any]:
+    """Resume `op` with `reply` and answer its requests on the DBAPI connection `dbapi`, until it
+    ends (`(True, its value)`) or asks for a statement that needs SQLAlchemy at execution
+    (`(False, that request)`: the caller runs it and resumes `op` with its answer). Both fronts
+    run reads through here: the sync one on the calling thread, the async one on SQLite in the
+    connection's own thread (`AsyncReaders`)."""
+    try:
+        request = op.send(reply)
+        while True:
+            reply = None
+            if isinstance(request, Execute) and request.runs_on(statements.dialect):
+                plan = statements.plan(request)
+                if plan is None:
+                    return False, request
+                parameters = statements.send(plan, request)
+                cursor = dbapi.cursor()
+                try:
+                    cursor.execute(plan.sql, parameters)
+                    description = cursor.description
+                    raw = cursor.fetchall() if description is not None else ()
+                finally:
+                    cursor.close()
+                reply = statements.received(plan, raw, description)
+            request = op.send(reply)
+    except StopIteration as done:
+        return True, done.value
+
+
 def _read_sync(statements: Statements, conn: Connection, op: Op[T]) -> T:
     """Run a read operation on `conn`'s DBAPI connection (a statement that needs SQLAlchemy at
     execution runs on `conn`, observed by SQLAlchemy's cursor events like a write)."""
     dbapi = conn.connection.dbapi_connection
     assert dbapi is not None
-    try:
-        request = next(op)
-        while True:
-            reply: Rows | None = None
-            if isinstance(request, Execute) and request.runs_on(statements.dialect):
-                plan = statements.plan(request)
-                if plan is None:
-                    statement = request.statement_for(statements.dialect)
-                    reply = _reply(conn.execute(statement, request.params))
-                else:
-                    parameters = statements.send(plan, request)
-                    cursor = dbapi.cursor()
-                    try:
-                        cursor.execute(plan.sql, parameters)
-                        description = cursor.description
-                        raw = cursor.fetchall() if description is not None else ()
-                    finally:
-                        cursor.close()
-                    reply = statements.received(plan, raw, description)
-            request = op.send(reply)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+    done, value = _advance(statements, dbapi, op, None)
+    while not done:
+        statement = value.statement_for(statements.dialect)
+        done, value = _advance(statements, dbapi, op, _reply(conn.execute(statement, value.params)))
+    return value  # type: ignore[no-any-return]
 
 
 def _healthy(exc: BaseException) -> bool:
@@ -671,38 +684,53 @@ async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T
         op.close()
 
 
-async def _fetch_aiosqlite(driver: Any, plan: Plan, parameters: Any) -> tuple[Any, Any]:
-    """One hop to aiosqlite's thread when the plan knows its labels: execute and fetch in one
-    call. Textual SQL needs the cursor's description: three hops."""
-    if plan.labels is not None:
-        return await driver.execute_fetchall(plan.sql, parameters), None
-    cursor = await driver.execute(plan.sql, parameters)
+def _advance_on(
+    statements: Statements, driver: Any, op: Op[Any], reply: Rows | None
+) -> tuple[bool, Any]:
+    """`_advance` on an aiosqlite connection's own SQLite connection: run in its thread."""
+    return _advance(statements, driver._conn, op, reply)  # the thread's own: see `_Held`
+
+
+async def _fetch_psycopg(driver: Any, plan: Plan, parameters: Any) -> tuple[Any, Any]:
+    """The rows of one statement, and the cursor's description only where the plan does not
+    know its labels (textual SQL): psycopg builds it anew, a `Column` per column, when asked."""
+    cursor = driver.cursor()
     try:
+        await cursor.execute(plan.sql, parameters)
+        if plan.labels is not None:
+            return await cursor.fetchall(), None
         description = cursor.description
         return (await cursor.fetchall() if description is not None else ()), description
     finally:
         await cursor.close()
 
 
-async def _fetch_psycopg(driver: Any, plan: Plan, parameters: Any) -> tuple[Any, Any]:
-    async with driver.cursor() as cursor:
-        await cursor.execute(plan.sql, parameters)
-        description = cursor.description
-        return (await cursor.fetchall() if description is not None else ()), description
-
-
 class _Held:
-    """A read connection checked out of the pool and kept: SQLAlchemy's, and its driver's."""
+    """A read connection checked out of the pool and kept: SQLAlchemy's, and its driver's.
 
-    __slots__ = ("conn", "driver", "fetch", "pooled")
+    An aiosqlite connection is a thread that owns a `sqlite3` connection and runs what it is
+    given, in order; a SQLite read runs there whole, `_advance` driving the operation on that
+    `sqlite3` connection, so a read costs one hop to the thread and back, whatever its number of
+    statements, and its Python runs off the event loop (which only waits on a future). This uses
+    two private names of aiosqlite, `_execute` (queue a function on the thread) and `_conn` (the
+    thread's `sqlite3` connection), as SQLAlchemy's own aiosqlite adapter does (`_tx`, `_conn`);
+    aiosqlite's versions are bounded in `pyproject.toml` for that reason. The connection is the
+    pool's: opened, configured (pragmas, `_options`) and closed as every other."""
+
+    __slots__ = ("conn", "driver", "in_thread", "pooled")
 
     def __init__(self, conn: AsyncConnection, pooled: PoolProxiedConnection, driver: Any) -> None:
         self.conn = conn
         self.pooled = pooled
         self.driver = driver
-        self.fetch = (
-            _fetch_psycopg if isinstance(driver, psycopg.AsyncConnection) else _fetch_aiosqlite
-        )
+        self.in_thread = not isinstance(driver, psycopg.AsyncConnection)
+
+    def interrupt(self) -> None:
+        """Stop a statement running in the connection's thread (its read was cancelled): a scan
+        of a large field would otherwise hold the thread, and the connection, to its end."""
+        if self.in_thread:
+            with suppress(Exception):
+                self.driver._conn.interrupt()  # safe from any thread
 
 
 async def _close_all(
@@ -713,6 +741,14 @@ async def _close_all(
         await (_release(held.conn) if healthy else _discard(held.conn, held.driver))
     for held in stale:
         await _discard(held.conn, held.driver)
+
+
+def _close(op: Op[Any]) -> None:
+    """Close `op`, unless it is still running in a connection's thread (its caller was cancelled
+    twice, the second time while its connection was being discarded): the thread finishes it,
+    and the collector closes it."""
+    with suppress(ValueError):  # "generator already executing"
+        op.close()
 
 
 class AsyncReaders:
@@ -761,7 +797,7 @@ class AsyncReaders:
             finally:
                 self._slots.release()
         finally:
-            op.close()
+            _close(op)
 
     async def _acquire(self) -> None:
         """A read slot, waited for at most `busy_timeout_s` (a free one is taken at once, without
@@ -786,6 +822,7 @@ class AsyncReaders:
             if _healthy(exc):
                 await self._put_back(held, epoch)
             else:
+                held.interrupt()
                 if _dropped(self._engine.sync_engine, held.pooled, exc):
                     await self._let_go_of_idle(closing=False)
                 await _shielded(_discard(held.conn, held.driver))
@@ -828,6 +865,8 @@ class AsyncReaders:
 
     async def _drive(self, held: _Held, op: Op[T]) -> T:
         statements = self.statements
+        if held.in_thread:
+            return await self._drive_in_thread(held, op)
         try:
             request = next(op)
             while True:
@@ -839,11 +878,22 @@ class AsyncReaders:
                         reply = _reply(await held.conn.execute(statement, request.params))
                     else:
                         parameters = statements.send(plan, request)
-                        raw, description = await held.fetch(held.driver, plan, parameters)
+                        raw, description = await _fetch_psycopg(held.driver, plan, parameters)
                         reply = statements.received(plan, raw, description)
                 request = op.send(reply)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+
+    async def _drive_in_thread(self, held: _Held, op: Op[T]) -> T:
+        """SQLite: the whole read in the connection's thread (see `_Held`), coming back to the
+        loop only for a statement that needs SQLAlchemy at execution."""
+        statements, driver = self.statements, held.driver
+        done, value = await driver._execute(_advance_on, statements, driver, op, None)
+        while not done:
+            statement = value.statement_for(statements.dialect)
+            answer = _reply(await held.conn.execute(statement, value.params))
+            done, value = await driver._execute(_advance_on, statements, driver, op, answer)
+        return value  # type: ignore[no-any-return]
 
     def kept(self) -> int:
         """How many read connections are kept open (idle) between reads."""

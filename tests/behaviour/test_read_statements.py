@@ -22,9 +22,9 @@ read; a read that ends after `close` keeps nothing.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from contextlib import suppress
-from typing import Any
 
 import pytest
 from _data import MAILBOX, attachment, body, grant, manifest, owner, ref_id, setup_mailbox
@@ -35,7 +35,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import ConnectionPoolEntry, Pool, QueuePool
 
-from pdpp_store import AsyncStore, NotFound, Store, StoreError, _runtime
+from pdpp_store import AsyncStore, NotFound, Store, StoreError
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._runtime import IN_PROCESS_READERS, READER_SLOTS, RETRY_AFTER_S, observing
 
@@ -173,80 +173,174 @@ def test_cancelled_and_failed_async_reads_leak_no_connection(db_url: str) -> Non
     assert checked_out == kept <= READER_SLOTS
 
 
-class _Gate:
-    """Once closed (`hold`), holds every async read at its database call (the driver's fetch,
-    after the observers saw the statement) until opened: the read keeps its slot and its
-    connection meanwhile. A sync observer cannot do this (it would block the event loop), nor
-    can a database lock (it times out with the store's own busy timeout, as the slot does).
-    Installed before the store opens: a kept connection keeps the fetch it was opened with."""
+class _Holding:
+    """Counts the read statements of one store (`observing`, the audit's seam) and, once asked
+    (`hold`), holds the reads at their statement until `release`: the read keeps its slot and its
+    connection meanwhile. How it holds them is the database's (the subclasses)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self) -> None:
+        self.engine: object = None
         self.arrived = 0
-        self._holding = 0
         self.all_held = asyncio.Event()
-        self.opened = asyncio.Event()
-        self.opened.set()
-        for name in ("_fetch_aiosqlite", "_fetch_psycopg"):
-            monkeypatch.setattr(_runtime, name, self._gated(getattr(_runtime, name)))
+        self._loop = asyncio.get_running_loop()
+        self._holding: int | None = None
+        self._counting = threading.Lock()
 
-    def hold(self, reads: int) -> None:
-        """Hold the reads from now on; `all_held` is set once `reads` of them are held."""
+    def executing(self, engine: object, statement: str, parameters: object) -> None:
+        if engine is not self.engine or self._holding is None:
+            return
+        with self._counting:
+            self.arrived += 1
+            everyone = self.arrived >= self._holding
+        if everyone:
+            self._loop.call_soon_threadsafe(self.all_held.set)
+        self._arrived()
+
+    def fetched(self, engine: object, statement: str, rows: object) -> None:
+        pass
+
+    def _arrived(self) -> None:
+        """A read reached its statement while held."""
+
+    async def hold(self, reads: int) -> None:
+        """Hold reads from now on; `all_held` is set once `reads` of them are held."""
         self._holding = reads
-        self.opened.clear()
 
-    def _gated(self, fetch: Callable[..., Any]) -> Callable[..., Any]:
-        async def gated(*args: Any) -> Any:
-            if not self.opened.is_set():
-                self.arrived += 1
-                if self.arrived >= self._holding:
-                    self.all_held.set()
-                await self.opened.wait()
-            return await fetch(*args)
+    def release(self) -> None:
+        raise NotImplementedError
 
-        return gated
+    async def close(self) -> None:
+        self.release()
+
+
+class _Blocking(_Holding):
+    """SQLite: the observer blocks the read's thread (a SQLite read runs in its connection's
+    thread, never on the event loop's: a read that does would fail this test, not hang it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_the_loop = 0
+        self._opened = threading.Event()
+
+    def _arrived(self) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self.on_the_loop += 1
+            return
+        assert self._opened.wait(30), "held reads were never released"
+
+    async def hold(self, reads: int) -> None:
+        self._loop_thread = threading.get_ident()
+        await super().hold(reads)
+
+    def release(self) -> None:
+        self._opened.set()
+
+
+class _Stalled(_Holding):
+    """Postgres: the store talks to the database through a TCP relay whose answers are held
+    back while holding (as a stalled network would): the reads wait on their sockets."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self._upstream = make_url(url)
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._pipes: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+
+    async def relayed(self) -> str:
+        """The URL of the database through the relay."""
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return self._upstream.set(host="127.0.0.1", port=port).render_as_string(False)
+
+    async def _serve(self, client: asyncio.StreamReader, to_client: asyncio.StreamWriter) -> None:
+        server, to_server = await asyncio.open_connection(
+            self._upstream.host, self._upstream.port or 5432
+        )
+        for pipe in (self._pipe(client, to_server, False), self._pipe(server, to_client, True)):
+            task = asyncio.ensure_future(pipe)
+            self._pipes.add(task)
+            task.add_done_callback(self._pipes.discard)
+
+    async def _pipe(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, answers: bool
+    ) -> None:
+        try:
+            while data := await source.read(65536):
+                if answers:
+                    await self._flowing.wait()
+                sink.write(data)
+                await sink.drain()
+        except OSError:
+            pass
+        finally:
+            sink.close()
+
+    async def hold(self, reads: int) -> None:
+        self._flowing.clear()
+        await super().hold(reads)
+
+    def release(self) -> None:
+        self._flowing.set()
+
+    async def close(self) -> None:
+        self.release()
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._pipes):
+            task.cancel()
+        await asyncio.gather(*self._pipes, return_exceptions=True)
 
 
 BUSY_TIMEOUT_S = 0.2
 
 
-async def _read_with_every_slot_held(
-    url: str, monkeypatch: pytest.MonkeyPatch
-) -> tuple[StoreError, float, int, int]:
-    gate = _Gate(monkeypatch)
+async def _read_with_every_slot_held(url: str) -> tuple[StoreError, float, int, int]:
+    in_process = make_url(url).get_backend_name() == "sqlite"
+    holding: _Holding = _Blocking() if in_process else _Stalled(url)
+    if isinstance(holding, _Stalled):
+        url = await holding.relayed()
     store = await AsyncStore.open(url, busy_timeout_s=BUSY_TIMEOUT_S)
+    holding.engine = store.engine.sync_engine
     try:
-        gmail = manifest("gmail")
-        await store.register_manifest(gmail)
-        await store.add_connection(MAILBOX, gmail["connector_id"])
-        await store.upsert_records(MAILBOX, "message_bodies", [body("e1", BODY)])
-        await store.read_record(BOTH, REF)  # the catalogue, cached: one statement per read
-        in_process = store.engine.dialect.name == "sqlite"
-        slots = IN_PROCESS_READERS if in_process else READER_SLOTS
-        gate.hold(slots)
-        holders = [asyncio.ensure_future(store.read_record(BOTH, REF)) for _ in range(slots)]
-        await asyncio.wait_for(gate.all_held.wait(), 30)
-        held = _checked_out(store.engine.pool)
-        started = asyncio.get_running_loop().time()
-        with pytest.raises(StoreError) as refused:
-            await asyncio.wait_for(store.read_record(BOTH, REF), 30)
-        waited = asyncio.get_running_loop().time() - started
-        assert gate.arrived == slots  # the refused read never reached the database
-        assert _checked_out(store.engine.pool) == held == slots  # nor took a connection
-        gate.opened.set()
-        answers = await asyncio.gather(*holders)
-        assert all(answer.ref.record_id == "e1" for answer in answers)
-        # Every slot is free again: as many reads at once as there are slots, then one more.
-        await asyncio.gather(*(store.read_record(BOTH, REF) for _ in range(slots)))
-        await store.read_record(BOTH, REF)
+        with observing(holding):
+            gmail = manifest("gmail")
+            await store.register_manifest(gmail)
+            await store.add_connection(MAILBOX, gmail["connector_id"])
+            await store.upsert_records(MAILBOX, "message_bodies", [body("e1", BODY)])
+            await store.read_record(BOTH, REF)  # the catalogue, cached: one statement per read
+            slots = IN_PROCESS_READERS if in_process else READER_SLOTS
+            # A connection per slot, opened now and kept: a held read waits at its statement
+            # only (through the stalled relay, opening a connection would wait too).
+            await asyncio.gather(*(store.read_record(BOTH, REF) for _ in range(slots)))
+            assert store._readers.kept() == slots
+            await holding.hold(slots)
+            holders = [asyncio.ensure_future(store.read_record(BOTH, REF)) for _ in range(slots)]
+            await asyncio.wait_for(holding.all_held.wait(), 30)
+            held = _checked_out(store.engine.pool)
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(StoreError) as refused:
+                await asyncio.wait_for(store.read_record(BOTH, REF), 30)
+            waited = asyncio.get_running_loop().time() - started
+            assert holding.arrived == slots  # the refused read never reached the database
+            assert _checked_out(store.engine.pool) == held == slots  # nor took a connection
+            holding.release()
+            answers = await asyncio.gather(*holders)
+            assert all(answer.ref.record_id == "e1" for answer in answers)
+            if isinstance(holding, _Blocking):
+                assert holding.on_the_loop == 0  # SQLite reads run off the event loop
+            # Every slot is free again: as many reads at once as there are slots, then one more.
+            await asyncio.gather(*(store.read_record(BOTH, REF) for _ in range(slots)))
+            await store.read_record(BOTH, REF)
         return refused.value, waited, _checked_out(store.engine.pool), store._readers.kept()
     finally:
+        await holding.close()
         await store.close()
 
 
-def test_an_async_read_finding_every_slot_in_use_answers_storage_busy(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    error, waited, checked_out, kept = asyncio.run(_read_with_every_slot_held(db_url, monkeypatch))
+def test_an_async_read_finding_every_slot_in_use_answers_storage_busy(db_url: str) -> None:
+    error, waited, checked_out, kept = asyncio.run(_read_with_every_slot_held(db_url))
     assert error.code == "storage_busy"
     assert error.details == {"retryable": True, "retry_after_s": RETRY_AFTER_S}
     assert BUSY_TIMEOUT_S * 0.9 <= waited < 30  # waited for a slot, for about the timeout
