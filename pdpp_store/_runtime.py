@@ -21,7 +21,8 @@ Rules:
    the next call on the store behaves as on a fresh one.
 5. Migration is serialised: a Postgres advisory lock, a SQLite `BEGIN IMMEDIATE`; whoever gets
    it second finds the database at head and does nothing.
-6. Reads run below SQLAlchemy, on the DBAPI connection of a held connection: each statement is
+6. Reads run below SQLAlchemy, on the DBAPI connection of a held connection (an async read on
+   SQLite runs whole in that connection's thread: `AsyncReaders`): each statement is
    compiled once per dialect into a `Plan` (its SQL and how to bind its parameters), and every
    read statement of the store passes through `Statements.send` and `Statements.received`, the
    one execution point of reads, where `observing` lets an observer see each statement, its
@@ -247,7 +248,10 @@ def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
 
 
 class Observer(Protocol):
-    """Sees every statement a read sends and every row the database hands back for it."""
+    """Sees every statement a read sends and every row the database hands back for it, on the
+    thread that runs the read: the caller's (`Store`), the event loop's (`AsyncStore` on
+    Postgres), or the SQLite connection's own thread (`AsyncStore` on SQLite), so several at
+    once. An observer that blocks holds that read only (and, on Postgres, the event loop)."""
 
     def executing(self, engine: Engine, statement: str, parameters: Any) -> None:
         """`statement` is about to run with `parameters`, exactly as the DBAPI gets them."""
@@ -754,7 +758,10 @@ def _close(op: Op[Any]) -> None:
 class AsyncReaders:
     """The read connections of an `AsyncStore`: at most `READER_SLOTS` at once, kept open
     between reads (a read holds no transaction, so a kept connection costs the database
-    nothing), each read running below SQLAlchemy on the driver (Rule 6).
+    nothing), each read running below SQLAlchemy on the driver (Rule 6): on Postgres on the event
+    loop (psycopg's async connection), on SQLite whole in the connection's thread (`_Held`), where
+    the sync front's own `_advance` drives it, so SQLite's statements never run on the loop (a
+    scan of a large field takes milliseconds) and a read costs one hop to the thread and back.
 
     Readers wait for a slot on an asyncio semaphore (at most `busy_timeout_s`, then
     `storage_busy`), never on the pool: the pool's overflow connections would otherwise be
@@ -918,9 +925,11 @@ READER_SLOTS = POOL_SIZE + POOL_OVERFLOW - WRITER_SLOTS
 """At most this many reads of one `AsyncStore` hold connections at once (`AsyncReaders`)."""
 IN_PROCESS_READERS = 2
 """As `READER_SLOTS` where the database runs in this process (SQLite): each aiosqlite
-connection is a thread contending for the interpreter with the event loop, and beyond two (one
-running SQL while the loop prepares the next read) more only convoy on it; measured, 4 and 16
-connections gave half the reads/s of one."""
+connection is a thread that runs its reads whole (`_Held`), contending for the interpreter with
+the other and with the event loop; two let one read's SQL run while another's Python does, and
+more only convoy on the interpreter (measured: 1, 2, 3 and 4 gave the same reads/s within the
+noise at 4 and 16 tasks, with 1 falling most as tasks rise; before reads ran whole in the thread,
+4 and 16 connections gave half the reads/s of one)."""
 
 
 @contextmanager

@@ -553,9 +553,22 @@ async def _read_while_closing(url: str) -> tuple[int, int, int]:
     store = await AsyncStore.open(url)
     checkouts = _Checkouts(store.engine.sync_engine)
     closing: list[asyncio.Future[None]] = []
-    closer = _CloseDuringRead(
-        store.engine.sync_engine, lambda: closing.append(asyncio.ensure_future(store.close()))
-    )
+    loop = asyncio.get_running_loop()
+    on_the_loop = threading.get_ident()
+
+    async def begin_closing() -> None:
+        closing.append(asyncio.ensure_future(store.close()))
+        await asyncio.sleep(0)  # the close has begun: the readers are marked closed
+
+    def close() -> None:
+        """Observers run where the read runs: on the loop (Postgres), or in the connection's
+        thread (SQLite), which then waits until the close has begun."""
+        if threading.get_ident() == on_the_loop:
+            closing.append(asyncio.ensure_future(store.close()))
+        else:
+            asyncio.run_coroutine_threadsafe(begin_closing(), loop).result(30)
+
+    closer = _CloseDuringRead(store.engine.sync_engine, close)
     with observing(closer):
         await store.read_record(BOTH, REF)
     await asyncio.gather(*closing)
