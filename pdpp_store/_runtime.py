@@ -695,18 +695,30 @@ def _advance_on(
     return _advance(statements, driver._conn, op, reply)  # the thread's own: see `_Held`
 
 
-async def _fetch_psycopg(driver: Any, plan: Plan, parameters: Any) -> tuple[Any, Any]:
-    """The rows of one statement, and the cursor's description only where the plan does not
-    know its labels (textual SQL): psycopg builds it anew, a `Column` per column, when asked."""
-    cursor = driver.cursor()
-    try:
-        await cursor.execute(plan.sql, parameters)
-        if plan.labels is not None:
-            return await cursor.fetchall(), None
+_CURSOR_KEPT_ROWS = 64
+"""A psycopg cursor is kept for the next read on its connection after an answer of at most this
+many rows: it holds its last answer until then (a window is a few chunk rows)."""
+
+
+async def _fetch_psycopg(held: _Held, plan: Plan, parameters: Any) -> tuple[Any, Any]:
+    """The rows of one statement, on the cursor kept with the connection (creating a psycopg
+    cursor costs as much as a third of its execution), and the cursor's description only where
+    the plan does not know its labels (textual SQL): psycopg builds it anew, a `Column` per
+    column, when asked. A cursor whose statement failed or was cancelled is not kept (nor is its
+    connection)."""
+    cursor, held.cursor = held.cursor or held.driver.cursor(), None
+    await cursor.execute(plan.sql, parameters)
+    description = None
+    if plan.labels is not None:
+        raw = await cursor.fetchall()
+    else:
         description = cursor.description
-        return (await cursor.fetchall() if description is not None else ()), description
-    finally:
+        raw = await cursor.fetchall() if description is not None else ()
+    if len(raw) <= _CURSOR_KEPT_ROWS:
+        held.cursor = cursor
+    else:
         await cursor.close()
+    return raw, description
 
 
 class _Held:
@@ -721,13 +733,15 @@ class _Held:
     aiosqlite's versions are bounded in `pyproject.toml` for that reason. The connection is the
     pool's: opened, configured (pragmas, `_options`) and closed as every other."""
 
-    __slots__ = ("conn", "driver", "in_thread", "pooled")
+    __slots__ = ("conn", "cursor", "driver", "in_thread", "pooled")
 
     def __init__(self, conn: AsyncConnection, pooled: PoolProxiedConnection, driver: Any) -> None:
         self.conn = conn
         self.pooled = pooled
         self.driver = driver
         self.in_thread = not isinstance(driver, psycopg.AsyncConnection)
+        self.cursor: Any = None
+        """psycopg: the cursor of the last read, kept for the next (`_fetch_psycopg`)."""
 
     def interrupt(self) -> None:
         """Stop a statement running in the connection's thread (its read was cancelled): a scan
@@ -885,7 +899,7 @@ class AsyncReaders:
                         reply = _reply(await held.conn.execute(statement, request.params))
                     else:
                         parameters = statements.send(plan, request)
-                        raw, description = await _fetch_psycopg(held.driver, plan, parameters)
+                        raw, description = await _fetch_psycopg(held, plan, parameters)
                         reply = statements.received(plan, raw, description)
                 request = op.send(reply)
         except StopIteration as done:
