@@ -25,19 +25,21 @@ import asyncio
 import threading
 from collections.abc import Callable
 from contextlib import suppress
+from typing import Any
 
 import pytest
 from _data import MAILBOX, attachment, body, grant, manifest, owner, ref_id, setup_mailbox
 from _fronts import StoreFront
 from _postgres import PostgresServer
 from audit import BoundaryAudit
-from sqlalchemy import Engine, event
+from sqlalchemy import ColumnElement, Engine, bindparam, event, literal, literal_column, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import ConnectionPoolEntry, Pool, QueuePool
 
 from pdpp_store import AsyncStore, NotFound, Store, StoreError
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._runtime import IN_PROCESS_READERS, READER_SLOTS, RETRY_AFTER_S, observing
+from pdpp_store._sql.requests import Execute, Op
 
 BODY = ("an invoice for the quarter, " * 200) + "closing words"
 REF = ref_id("e1")
@@ -582,3 +584,38 @@ def test_an_async_read_ending_after_close_keeps_no_connection(db_url: str) -> No
     closed_during, kept, still_open = asyncio.run(_read_while_closing(db_url))
     assert closed_during == 1
     assert kept == still_open == 0
+
+
+# ---------------------------------------------------------------- statements SQLAlchemy runs
+
+
+def _mixed() -> Op[list[Any]]:
+    """A read whose middle statement needs SQLAlchemy at every execution (an expanding
+    parameter): the read path hands it back to SQLAlchemy and resumes the operation after it."""
+    one: ColumnElement[int] = literal_column("1")
+    first = yield Execute(select(literal(1).label("n")))
+    middle = yield Execute(
+        select(one.label("n")).where(one.in_(bindparam("ns", expanding=True))), {"ns": [1, 2]}
+    )
+    last = yield Execute(select(literal(3).label("n")))
+    return [first, middle, last]
+
+
+async def _mixed_async(url: str) -> tuple[list[Any], list[str]]:
+    store = await AsyncStore.open(url)
+    try:
+        with BoundaryAudit(store.engine) as audit:
+            answer = await store._readers.run(_mixed())
+        return answer, audit.statements
+    finally:
+        await store.close()
+
+
+def test_a_read_statement_that_needs_sqlalchemy_runs_there_mid_operation(db_url: str) -> None:
+    expected = [[{"n": 1}], [{"n": 1}], [{"n": 3}]]
+    with Store.open(db_url) as store, BoundaryAudit(store.engine) as audit:
+        assert store._reader.run(_mixed()) == expected
+    assert len(audit.statements) == 3  # each seen: two by the read path, one by SQLAlchemy
+    answer, statements = asyncio.run(_mixed_async(db_url))
+    assert answer == expected
+    assert len(statements) == 3
