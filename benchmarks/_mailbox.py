@@ -13,9 +13,11 @@ Rules (as in `_bench`):
 1. A mailbox is cached: a SQLite file `pdpp-mail-<records>-<version>.sqlite` under the
    benchmark data directory and a Postgres database `pdpp_mail_<records>_<version>`, where the
    version digests the dataset version of `_bench` (layout, folding, migrations) and everything
-   else that decides the mailbox's rows. It counts as built only once `bench_mailbox` records
-   it, so an interrupted build is finished; other versions of the same size are deleted when a
-   run opens its own (the smoke run's small mailbox and the full run's stay side by side).
+   else that decides the mailbox's rows, the search index's rule of which fields it holds
+   included (`writes._indexed` applied to the mailbox's records). It counts as built only once
+   `bench_mailbox` records it, so an interrupted build is finished; other versions of the same
+   size are deleted when a run opens its own (the smoke run's small mailbox and the full run's
+   stay side by side).
 2. Postgres gets `VACUUM ANALYZE` after a build, as autovacuum would soon do.
 """
 
@@ -32,6 +34,9 @@ import psycopg
 from sqlalchemy import text
 
 from pdpp_store import Store
+from pdpp_store._core.manifest import Manifest
+from pdpp_store._core.values import encode_record
+from pdpp_store._ops import writes
 
 from ._bench import CONNECTION, data_dir, dataset_version
 from ._text import field_text
@@ -110,9 +115,22 @@ def open_store(url: str) -> Store:
     return store
 
 
+def _index_rule() -> list[list[object]]:
+    """Which fields of the mailbox's records the SQLite search index holds (`writes._indexed`,
+    applied to the first records): a cached mailbox built under another rule is rebuilt."""
+    spec = Manifest.from_json(json.dumps(MAIL_MANIFEST)).spec(MAIL)
+    assert spec is not None
+    searchable = frozenset(spec.lexical_fields)
+    return [
+        [item.path, writes._indexed(item, searchable)]
+        for number, record in enumerate(mailbox_records(2))
+        for item in encode_record(record, spec, number).fields
+    ]
+
+
 def _version() -> str:
     parts = [dataset_version(), _MAILBOX_VERSION, BODY_CHARS, RARE, COMMON, RARE_EVERY]
-    parts.append(MAIL_MANIFEST)
+    parts += [MAIL_MANIFEST, _index_rule()]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
 
 

@@ -3,50 +3,56 @@ the search index costs at write time (issue 13, goal 6), side by side in one run
 
 An email-sized record (`email`) is a message as a mail connector sends it: eleven fields, nine
 of them short (ids, addresses, a subject, a date, labels, a flag, a snippet) and a body of
-1,000-1,600 code points; its manifest declares five of them searchable. `PDPP_BENCH_INGEST_RECORDS`
-of them (default 1,000,000; the smoke run 2,000) are ingested through `upsert_records` in ten
-steps into one fresh database (autovacuum is off on the benchmark server), and each step reports:
+1,000-1,600 code points; its manifest declares five of them searchable. One fresh database
+(autovacuum is off on the benchmark server) grows to `PDPP_BENCH_INGEST_RECORDS` of them
+(default 1,000,000; the smoke run 2,000) in `PDPP_BENCH_INGEST_STEPS` steps (default 10): the
+first step's records go through `upsert_records` (timed: `fill_rate`), later steps copy those
+rows inside the database under new ids (records, fields, chunks and, on SQLite, the search
+index's side table and FTS5 rows, as the library writes them), which is several times faster
+than the library and leaves the same rows and indexes. Measured at each of the `STEPS + 1`
+points, from empty to full, after an untimed warm-up batch (which, on Postgres, runs the
+statistics upkeep that the fill made due), `PDPP_BENCH_INGEST_ROUNDS` rounds (default 5) of:
 
-- `library`: records/s of the step, the store's statistics upkeep included (it analyses the
-  record tables after a batch once they changed by 10 %; Postgres only);
-- `raw`: raw inserts of the same rows, measured in the same database at the same size: the
-  write statements the library sent for one batch of `SAMPLE` records, recorded on a scratch
-  database (`statement_log`) and replayed with the bare driver (`executemany` as recorded, one
-  transaction): the library's own rows (records, fields, chunks and, on SQLite, the search
-  index side table and its FTS5 rows), without encoding, planning, lookups or upkeep;
-- `plain`: the same sample as one row per email in a plain table of eleven columns (context:
-  what the records would cost without the store's layout);
-- `indexed` / `unindexed`: one batch of `SAMPLE` records through the library into two small
-  databases growing by a batch per step, one with the search index and one without it (SQLite:
-  the store writes no index rows; Postgres: the GIN index dropped), back to back, so the
-  index's cost is measured under the same load (the first of them is where the raw statements
-  are recorded).
+- `rate`: a batch of `SAMPLE` records through the library into the big database, the store's
+  statistics upkeep included (it analyses the record tables once they changed by 10 %;
+  Postgres only);
+- `empty_rate`: the same through the library into a fresh empty database, so that the goal's
+  ratio (into empty tables / with N present) compares figures taken under the same load; the
+  write statements of this batch are recorded (`statement_log`) for
+- `raw_rate`: raw inserts of the same rows, those statements replayed with the bare driver
+  (`executemany` as recorded, one transaction) into the big database: the library's own rows
+  without encoding, planning, lookups or upkeep;
+- `indexed` / `unindexed` seconds: that batch against one through the library into a fresh
+  database without the search index (SQLite: the store writes no index rows; Postgres: the GIN
+  index dropped);
+- `plain_rate`: the batch as one row per email in a plain table of eleven columns (context:
+  what the records would cost without the store's layout).
+
+Rounds alternate which of the two library batches goes first; each figure is the median of its
+rounds (the per-round seconds are kept as `library_s`, `empty_s`, `raw_s`).
 
 One more variant, in a fresh database of its own:
 
-- `no-upkeep` (Postgres only; SQLite has no upkeep to switch off): the steps with the upkeep
-  disabled, stopped once it has run `PDPP_BENCH_INGEST_NO_UPKEEP_S` seconds (default 180),
-  since the point is how it falls behind.
+- `no-upkeep` (Postgres only; SQLite has no upkeep to switch off): steps of `RECORDS / STEPS`
+  through the library with the upkeep disabled, each timed whole, stopped once it has run
+  `PDPP_BENCH_INGEST_NO_UPKEEP_S` seconds (default 180), since the point is how it falls behind.
 
 Each variant is one measurement (`benchmark.pedantic`, one round) whose `extra_info` holds its
-steps; `_report_ingest.py` renders them. Duration: the steps run at the library's rate, the
-samples add 4 x `SAMPLE` records per step, and the Postgres `no-upkeep` variant its budget. At
-30,000 records on this 2-core machine under a load of 5 (other work beside it) the whole module
-took 53 s on SQLite and 205 s on Postgres (about 570 and 290 records/s with the samples): for
-1,000,000 records that is about 30 and 58 minutes under such load, roughly half of it on an
-idle machine; set PDPP_BENCH_INGEST_RECORDS lower where that does not fit. The databases take
-about 8 GB each at 1,000,000 records.
+steps; `_report_ingest.py` renders them. Duration at 1,000,000 records on this 2-core machine
+under other work: see docs/decisions.md, "Ingestion at scale". The databases take about 12 GB
+(SQLite) each at 1,000,000 records: give pytest a `--basetemp` on a disk with room, which also
+keeps other pytest runs from cleaning the directory away under a long run.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import statistics
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,14 +63,20 @@ from sqlalchemy import Engine, event, text
 
 from pdpp_store import Store
 from pdpp_store._ops import writes
+from pdpp_store._sql import tables
+from pdpp_store._sql.statements import INDEX_ROWID_SHIFT
 
 from ._measure import in_rounds, label
 from ._text import field_text
 
 RECORDS = int(os.environ.get("PDPP_BENCH_INGEST_RECORDS") or 1_000_000)
-STEPS = 10
+STEPS = int(os.environ.get("PDPP_BENCH_INGEST_STEPS") or 10)
 SAMPLE = min(500, max(RECORDS // STEPS, 1))
-"""Records per raw and plain sample (the store's default batch size)."""
+"""Records per sample (the store's default batch size)."""
+ROUNDS = int(os.environ.get("PDPP_BENCH_INGEST_ROUNDS") or 5)
+"""Samples of each kind per step (medians are reported)."""
+COPY_SLICE = 5000
+"""Records copied per transaction when filling."""
 NO_UPKEEP_BUDGET_S = float(os.environ.get("PDPP_BENCH_INGEST_NO_UPKEEP_S") or 180)
 BATCH = 500
 CONNECTION = "cin_mail"
@@ -197,6 +209,21 @@ class Mailbox:
         cursor.close()
         return elapsed
 
+    def run_named(self, statements: list[str], params: dict[str, Any]) -> None:
+        """Run `statements` (`:name` parameters) in one transaction on the store's engine."""
+        with self.store.engine.connect() as conn:
+            for statement in statements:
+                conn.execute(text(statement), params)
+            conn.commit()
+
+    @staticmethod
+    def columns(table: str) -> list[str]:
+        return [column.name for column in tables.metadata.tables[table].columns]
+
+    @staticmethod
+    def primary_key(table: str) -> list[str]:
+        return [column.name for column in tables.metadata.tables[table].primary_key.columns]
+
     def plain(self, count: int, prefix: str) -> float:
         """Seconds to insert `count` records as one row each into a plain table."""
         marker = "?" if self.backend == "sqlite" else "%s"
@@ -258,30 +285,122 @@ def recorded_batch(scratch: Mailbox, prefix: str) -> tuple[list[tuple[str, Any, 
     return log, seconds
 
 
-@dataclass
-class Samples:
-    """The databases of the samples taken after each step: `scratch` (with the index, where
-    the raw statements are recorded) and `bare` (the same store without the index)."""
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
 
-    scratch: Mailbox
-    bare: Mailbox
-    unindexed: Callable[[], AbstractContextManager[None]]
-    """Makes the store write no index rows while it is entered (SQLite)."""
+
+class Samples:
+    """The measurements taken at each point: `ROUNDS` rounds, each a batch of `SAMPLE` records
+    through the library into the big database, the same through the library into a fresh empty
+    one with the search index (`scratch`, where the raw statements are recorded) and one without
+    it (`bare`), the recorded statements replayed raw into the big database, and a plain-table
+    sample, interleaved so that every ratio compares figures taken under the same load; medians
+    of the rounds."""
+
+    def __init__(
+        self,
+        fresh: Callable[[], Mailbox],
+        unindexed: Callable[[], AbstractContextManager[None]],
+    ) -> None:
+        self.fresh = fresh
+        self.unindexed = unindexed
+        """Makes the store write no index rows while it is entered (SQLite)."""
 
     def take(self, box: Mailbox, step: int) -> dict[str, Any]:
-        statements, indexed_s = recorded_batch(self.scratch, f"r{step}-")
-        with self.unindexed():
-            bare_s = self.bare.ingest(SAMPLE, f"b{step}-")
-        raw_s = box.replay(statements)
-        plain_s = box.plain(SAMPLE, f"p{step}-")
+        scratch = self.fresh()
+        bare = self.fresh()
+        bare.drop_index()
+        try:
+            # Warm-up, not timed: compiled statements, caches, and on the big database the
+            # statistics upkeep that a fill makes due (it is the library's own, measured per
+            # step in `fill_seconds` when the fill runs through the library).
+            box.ingest(SAMPLE, f"w{step}-")
+            scratch.ingest(SAMPLE, f"w{step}-")
+            with self.unindexed():
+                bare.ingest(SAMPLE, f"w{step}-")
+            library: list[float] = []
+            raw: list[float] = []
+            indexed: list[float] = []
+            unindexed: list[float] = []
+            plain: list[float] = []
+            for n in range(ROUNDS):
+                if n % 2:  # alternate which goes first, so neither always follows the other
+                    statements, seconds = recorded_batch(scratch, f"r{step}.{n}-")
+                    library.append(box.ingest(SAMPLE, f"m{step}.{n}-"))
+                else:
+                    library.append(box.ingest(SAMPLE, f"m{step}.{n}-"))
+                    statements, seconds = recorded_batch(scratch, f"r{step}.{n}-")
+                indexed.append(seconds)
+                raw.append(box.replay(statements))
+                with self.unindexed():
+                    unindexed.append(bare.ingest(SAMPLE, f"b{step}.{n}-"))
+                plain.append(box.plain(SAMPLE, f"p{step}.{n}-"))
+        finally:
+            scratch.close()
+            bare.close()
         return {
-            "raw_records": SAMPLE,
-            "raw_seconds": raw_s,
-            "raw_rate": _rate(SAMPLE, raw_s),
-            "plain_rate": _rate(SAMPLE, plain_s),
-            "indexed_seconds": indexed_s,
-            "unindexed_seconds": bare_s,
+            "rate": _rate(SAMPLE, _median(library)),
+            "raw_rate": _rate(SAMPLE, _median(raw)),
+            "empty_rate": _rate(SAMPLE, _median(indexed)),
+            "plain_rate": _rate(SAMPLE, _median(plain)),
+            "indexed_seconds": _median(indexed),
+            "unindexed_seconds": _median(unindexed),
+            "library_s": library,
+            "raw_s": raw,
+            "empty_s": indexed,
+            "added": SAMPLE * (1 + 2 * ROUNDS),  # warm-up, library and raw rounds
         }
+
+
+# ---------------------------------------------------------------- filling
+
+
+def _copy_statements(box: Mailbox) -> list[str]:
+    """Statements that copy the first step's records (`s0-` ids in `[:lo, :hi)`) under new ids
+    (`:p` prepended) within the database: records, fields, chunks and, on SQLite, the search
+    index's side table and FTS5 rows, as the library writes them."""
+    key = "connection_id = :c AND stream = :s AND record_id >= :lo AND record_id < :hi"
+    found = []
+    for table in ("records", "fields", "field_chunks"):
+        columns = box.columns(table)
+        picked = ", ".join(":p || record_id" if c == "record_id" else c for c in columns)
+        found.append(
+            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {picked} FROM {table}"
+            f" WHERE {key} ORDER BY {', '.join(box.primary_key(table))}"
+        )
+    if box.backend == "sqlite":
+        found.append(
+            "INSERT INTO search_fields (connection_id, stream, record_id, path)"
+            " SELECT connection_id, stream, :p || record_id, path FROM search_fields"
+            f" WHERE {key} ORDER BY record_id, path"
+        )
+        same = " AND ".join(f"fc.{c} = sf.{c}" for c in ("connection_id", "stream", "record_id"))
+        found.append(
+            "INSERT INTO search_chunks (rowid, body)"
+            f" SELECT sf.search_id * {INDEX_ROWID_SHIFT} + fc.chunk_no,"
+            " coalesce(fc.folded, fc.text) || coalesce(fc.lookahead, '')"
+            f" FROM search_fields sf JOIN field_chunks fc ON {same} AND fc.path = sf.path"
+            " WHERE sf.connection_id = :c AND sf.stream = :s"
+            " AND sf.record_id >= :p || :lo AND sf.record_id < :p || :hi"
+            " ORDER BY sf.search_id, fc.chunk_no"
+        )
+    return found
+
+
+def copy_fill(box: Mailbox, count: int, step: int) -> None:
+    """Add `count` records by copying the first step's (which the library wrote) inside the
+    database, `COPY_SLICE` records per transaction."""
+    statements = _copy_statements(box)
+    for start in range(0, count, COPY_SLICE):
+        end = min(start + COPY_SLICE, count)
+        params = {
+            "c": CONNECTION,
+            "s": STREAM,
+            "p": f"c{step}-",
+            "lo": f"s0-{start:08d}",
+            "hi": f"s0-{end:08d}",
+        }
+        box.run_named(statements, params)
 
 
 # ---------------------------------------------------------------- the runs
@@ -291,10 +410,34 @@ def _rate(records: int, seconds: float) -> float:
     return records / seconds if seconds > 0 else 0.0
 
 
-def run_steps(
-    box: Mailbox, samples: Samples | None, *, budget_s: float | None = None
-) -> list[dict[str, Any]]:
-    """Ingest `RECORDS` in `STEPS` steps; with `samples`, the samples after each."""
+def run_steps(box: Mailbox, samples: Samples) -> list[dict[str, Any]]:
+    """Measure at `STEPS + 1` points, 0 to `RECORDS` records present: the first step's records
+    go through the library (timed: `fill_rate`), later steps copy them inside the database."""
+    per_step = max(RECORDS // STEPS, 1)
+    present = 0
+    found: list[dict[str, Any]] = []
+    for step in range(STEPS + 1):
+        cell: dict[str, Any] = {"step": step + 1, "present": present, "records": SAMPLE}
+        cell.update(samples.take(box, step))
+        present += cell.pop("added")
+        if step < STEPS:
+            started = time.perf_counter()
+            if step == 0:
+                box.ingest(per_step, "s0-")
+                cell["fill"] = "library"
+            else:
+                copy_fill(box, per_step, step)
+                cell["fill"] = "copy"
+            cell["fill_seconds"] = time.perf_counter() - started
+            cell["fill_rate"] = _rate(per_step, cell["fill_seconds"])
+            present += per_step
+        found.append(cell)
+    return found
+
+
+def run_library_steps(box: Mailbox, budget_s: float) -> list[dict[str, Any]]:
+    """Ingest through the library in `STEPS` steps of `RECORDS / STEPS`, each timed whole,
+    stopped once `budget_s` seconds were spent."""
     per_step = max(RECORDS // STEPS, 1)
     present = 0
     spent = 0.0
@@ -302,19 +445,17 @@ def run_steps(
     for step in range(STEPS):
         seconds = box.ingest(per_step, f"s{step}-")
         spent += seconds
-        cell: dict[str, Any] = {
-            "step": step + 1,
-            "present": present,
-            "records": per_step,
-            "seconds": seconds,
-            "rate": _rate(per_step, seconds),
-        }
+        found.append(
+            {
+                "step": step + 1,
+                "present": present,
+                "records": per_step,
+                "seconds": seconds,
+                "rate": _rate(per_step, seconds),
+            }
+        )
         present += per_step
-        if samples is not None:
-            cell.update(samples.take(box, step))
-            present += SAMPLE
-        found.append(cell)
-        if budget_s is not None and spent > budget_s:
+        if spent > budget_s:
             break
     return found
 
@@ -333,28 +474,7 @@ def test_ingest_in_steps(
     tmp_path: Path = request.getfixturevalue("tmp_path")
     monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
     box = Mailbox(backend, request, tmp_path)
-    samples = None
-    if variant == "library":
-
-        @contextmanager
-        def unindexed() -> Iterator[None]:
-            with monkeypatch.context() as patch:
-                patch.setattr(writes, "_indexed", lambda item, searchable: False)
-                yield
-
-        bare = Mailbox(backend, request, tmp_path)
-        bare.drop_index()
-        samples = Samples(Mailbox(backend, request, tmp_path), bare, unindexed)
     try:
-        budget = None
-        if variant == "no-upkeep":
-
-            def no_upkeep(changed: Any) -> Generator[Any, Any, bool]:
-                return False
-                yield  # a generator, like the operation it stands in for
-
-            monkeypatch.setattr(writes, "_keep_statistics_current", no_upkeep)
-            budget = NO_UPKEEP_BUDGET_S
         label(
             benchmark,
             f"ingest-scale {backend}",
@@ -363,13 +483,30 @@ def test_ingest_in_steps(
             impl=variant,
             records=RECORDS,
             sample=SAMPLE,
+            rounds=ROUNDS,
         )
-        found = in_rounds(benchmark, lambda: run_steps(box, samples, budget_s=budget), rounds=1)
+        if variant == "no-upkeep":
+
+            def no_upkeep(changed: Any) -> Generator[Any, Any, bool]:
+                return False
+                yield  # a generator, like the operation it stands in for
+
+            monkeypatch.setattr(writes, "_keep_statistics_current", no_upkeep)
+            found = in_rounds(
+                benchmark, lambda: run_library_steps(box, NO_UPKEEP_BUDGET_S), rounds=1
+            )
+        else:
+
+            @contextmanager
+            def unindexed() -> Iterator[None]:
+                with monkeypatch.context() as patch:
+                    patch.setattr(writes, "_indexed", lambda item, searchable: False)
+                    yield
+
+            samples = Samples(lambda: Mailbox(backend, request, tmp_path), unindexed)
+            found = in_rounds(benchmark, lambda: run_steps(box, samples), rounds=1)
         benchmark.extra_info["steps"] = found
         assert found
         assert all(cell["rate"] > 0 for cell in found)
     finally:
         box.close()
-        if samples is not None:
-            samples.scratch.close()
-            samples.bare.close()

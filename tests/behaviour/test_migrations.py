@@ -219,3 +219,27 @@ def test_the_refold_migration_rewrites_chunks_folded_by_v1(db_url: str) -> None:
         assert first.match_start_chars == 0
         across = store.read_field_window(owner(), ref_id("ist"), "body_text", q="ok istanbul")
         assert across.match_start_chars == CHUNK_CHARS - 3
+
+
+def _automerge(db_url: str) -> int | None:
+    """SQLite's search index's `automerge` setting (None: FTS5's default, 4)."""
+    engine = create_engine(sync_url(db_url))
+    try:
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT v FROM search_chunks_config WHERE k = 'automerge'"
+            ).first()
+            return None if row is None else int(row[0])
+    finally:
+        engine.dispose()
+
+
+def test_the_search_index_merges_eight_segments_at_a_time(sqlite_db_url: str) -> None:
+    """Migration 0006 sets the index's `automerge` to 8 (its writes' cost then grows more slowly
+    with the index's size) and its downgrade sets FTS5's default back."""
+    Store.open(sqlite_db_url).close()
+    assert _automerge(sqlite_db_url) == 8
+    run_alembic(sqlite_db_url, "downgrade", "0005")
+    assert _automerge(sqlite_db_url) == 4
+    run_alembic(sqlite_db_url, "upgrade", "head")
+    assert _automerge(sqlite_db_url) == 8
