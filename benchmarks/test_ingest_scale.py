@@ -34,8 +34,9 @@ rounds (the per-round seconds are kept as `library_s`, `empty_s`, `raw_s`).
 One more variant, in a fresh database of its own:
 
 - `no-upkeep` (Postgres only; SQLite has no upkeep to switch off): steps of `RECORDS / STEPS`
-  through the library with the upkeep disabled, each timed whole, stopped once it has run
-  `PDPP_BENCH_INGEST_NO_UPKEEP_S` seconds (default 180), since the point is how it falls behind.
+  (at most `NO_UPKEEP_STEP`) through the library with the upkeep disabled, each timed whole,
+  stopped once it has run `PDPP_BENCH_INGEST_NO_UPKEEP_S` seconds (default 180), since the
+  point is how it falls behind.
 
 Each variant is one measurement (`benchmark.pedantic`, one round) whose `extra_info` holds its
 steps; `_report_ingest.py` renders them. Duration at 1,000,000 records on this 2-core machine
@@ -78,6 +79,8 @@ ROUNDS = int(os.environ.get("PDPP_BENCH_INGEST_ROUNDS") or 5)
 COPY_SLICE = 5000
 """Records copied per transaction when filling."""
 NO_UPKEEP_BUDGET_S = float(os.environ.get("PDPP_BENCH_INGEST_NO_UPKEEP_S") or 180)
+NO_UPKEEP_STEP = 10_000
+"""Records per step of the `no-upkeep` variant at most (it runs on a time budget)."""
 BATCH = 500
 CONNECTION = "cin_mail"
 CONNECTOR = "pdpp-bench-mailbox"
@@ -436,13 +439,13 @@ def run_steps(box: Mailbox, samples: Samples) -> list[dict[str, Any]]:
 
 
 def run_library_steps(box: Mailbox, budget_s: float) -> list[dict[str, Any]]:
-    """Ingest through the library in `STEPS` steps of `RECORDS / STEPS`, each timed whole,
-    stopped once `budget_s` seconds were spent."""
-    per_step = max(RECORDS // STEPS, 1)
+    """Ingest through the library in steps of `RECORDS / STEPS` (at most `NO_UPKEEP_STEP`),
+    each timed whole, until `RECORDS` are in or `budget_s` seconds were spent."""
+    per_step = min(max(RECORDS // STEPS, 1), NO_UPKEEP_STEP)
     present = 0
     spent = 0.0
     found: list[dict[str, Any]] = []
-    for step in range(STEPS):
+    for step in range(-(-RECORDS // per_step)):
         seconds = box.ingest(per_step, f"s{step}-")
         spent += seconds
         found.append(
