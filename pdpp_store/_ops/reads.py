@@ -26,13 +26,11 @@ from pdpp_store._core.cursor import (
     CursorCodec,
     CursorState,
     MatchCursorState,
-    claimed_key_id,
     codec_for_stored_keys,
     cursor_binding,
-    key_id_of,
     mint_match,
     open_match,
-    token_version,
+    token_header,
 )
 from pdpp_store._core.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from pdpp_store._core.fields import FieldKind
@@ -67,6 +65,7 @@ from pdpp_store.evidence import (
     FieldWindow,
     RecordView,
 )
+from pdpp_store.evidence.window import deferred_cursor
 
 from .writes import load_cursor_keys
 
@@ -147,9 +146,8 @@ class ReadContext:
         `UNKNOWN_KEY_RELOAD_S`, so forged key ids cannot make every read reload. Marks the
         reload as done when it answers yes."""
         now = time.monotonic()
-        known = {key.key_id for key in (self.codec.active, *self.codec.previous)}
         due = now - self.keys_loaded_at >= KEYS_TTL_S
-        if not due and claimed is not None and claimed not in known:
+        if not due and claimed is not None and claimed not in self.codec.key_ids:
             due = now - self.unknown_key_reload_at >= UNKNOWN_KEY_RELOAD_S
             if due:
                 self.unknown_key_reload_at = now
@@ -324,8 +322,10 @@ def read_field_window(
     )
     match: tuple[int, int] | None = None
     from_chars, bound = 0, None
-    if isinstance(chosen, CursorSelector) and token_version(chosen.cursor) == MATCH_VERSION:
-        yield from _current_keys(ctx, chosen.cursor)
+    header = token_header(chosen.cursor) if isinstance(chosen, CursorSelector) else None
+    if header is not None and header[0] == MATCH_VERSION:
+        assert isinstance(chosen, CursorSelector)
+        yield from _current_keys(ctx, header)
         continued = open_match(ctx.codec, chosen.cursor, binding)
         from_chars, bound = continued.from_chars, "sha256:" + continued.digest_prefix.hex()
         chosen = MatchSelector(
@@ -345,7 +345,7 @@ def read_field_window(
         prefix: str | None = None  # the window was cut from the text the match was found in
     else:
         if isinstance(chosen, CursorSelector):
-            yield from _current_keys(ctx, chosen.cursor)
+            yield from _current_keys(ctx, header)
             state: CursorState = ctx.codec.open(chosen.cursor, binding)
             start, limit = state.offset_chars, chosen.limit_chars or state.limit_chars
             prefix = state.digest_start
@@ -370,6 +370,7 @@ def read_field_window(
     text = sql.window_text(rows)
     start = window_bounds(start, info.size_chars)
     end = start + len(text)
+    codec = ctx.codec
     return FieldWindow(
         connection_id=ref.connection_id,
         stream=ref.stream,
@@ -380,15 +381,19 @@ def read_field_window(
         limit_chars=limit,
         match_start_chars=match[0] if match else None,
         match_end_chars=match[1] if match else None,
-        next_cursor=ctx.codec.mint(binding, info.digest, end, limit)
+        # Minted when first read (`deferred_cursor`): a caller that wants the text pays no MAC.
+        next_cursor=deferred_cursor(codec.mint, binding, info.digest, end, limit)
         if end < info.size_chars
         else None,
-        previous_cursor=ctx.codec.mint(binding, info.digest, max(0, start - limit), limit)
+        previous_cursor=deferred_cursor(
+            codec.mint, binding, info.digest, max(0, start - limit), limit
+        )
         if start > 0
         else None,
         warnings=tuple(warnings),
-        next_match_cursor=mint_match(
-            ctx.codec,
+        next_match_cursor=deferred_cursor(
+            mint_match,
+            codec,
             binding,
             info.digest,
             MatchCursorState(
@@ -405,10 +410,10 @@ def read_field_window(
     )
 
 
-def _current_keys(ctx: ReadContext, cursor: str) -> Op[None]:
-    """Another process may have rotated or retired keys since they were loaded (a window
-    cursor's or a match cursor's claimed key id, see `ReadContext.keys_due`)."""
-    claimed = key_id_of(cursor) if token_version(cursor) == 1 else claimed_key_id(cursor)
+def _current_keys(ctx: ReadContext, header: tuple[int, int] | None) -> Op[None]:
+    """Another process may have rotated or retired keys since they were loaded (the key id a
+    cursor's `header` claims, see `ReadContext.keys_due`)."""
+    claimed = None if header is None else header[1]
     if ctx.stored_keys and ctx.keys_due(claimed):
         ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
 

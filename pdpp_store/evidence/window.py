@@ -9,12 +9,17 @@ Rules:
    cannot disagree; `total_chars` is the field's own size.
 3. `next` and `previous` are the `Continuation`s that read the neighbouring windows by their
    cursors; they exist exactly when the cursors do.
+4. A cursor may be given as `deferred_cursor(mint)`: it is minted when first read and kept, so
+   the window is indistinguishable from one built with the token (equality, hash, repr,
+   `to_dict()` and copies all read the token); a caller that wants only the text pays no MAC.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from functools import partial
+from typing import Any, ClassVar, cast
 
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._core.window import MAX_LIMIT_CHARS
@@ -23,7 +28,7 @@ from ._schema import card, embedded, nullable, warning_list
 from .continuation import Continuation
 from .field import FieldInfo
 
-__all__ = ["FieldWindow"]
+__all__ = ["FieldWindow", "deferred_cursor"]
 
 _OFFSET = {"type": "integer", "minimum": 0}
 _CURSOR = nullable({"type": "string", "minLength": 1})
@@ -116,6 +121,12 @@ class FieldWindow:
     )
 
     def __post_init__(self) -> None:
+        next_cursor, previous_cursor, next_match_cursor = (
+            _CURSOR_SLOTS[name].__get__(self, FieldWindow) for name in _CURSOR_FIELDS
+        )
+        for cursor in (next_cursor, previous_cursor, next_match_cursor):
+            if cursor is not None and not isinstance(cursor, str | _Deferred):
+                raise ValueError("a cursor is a string, or None")
         total = self.total_chars
         if not 0 <= self.start_chars <= total:
             raise ValueError("start_chars must lie within the field")
@@ -131,11 +142,11 @@ class FieldWindow:
             and not (0 <= self.match_start_chars < self.match_end_chars <= total)
         ):
             raise ValueError("the match must lie within the field")
-        if (self.next_cursor is None) != (self.next_offset_chars is None):
+        if (next_cursor is None) != (self.next_offset_chars is None):
             raise ValueError("next_cursor must be set exactly when next_offset_chars is")
-        if (self.previous_cursor is None) != (self.previous_offset_chars is None):
+        if (previous_cursor is None) != (self.previous_offset_chars is None):
             raise ValueError("previous_cursor must be set exactly when previous_offset_chars is")
-        if self.next_match_cursor is not None and self.match_start_chars is None:
+        if next_match_cursor is not None and self.match_start_chars is None:
             raise ValueError("next_match_cursor belongs to match windows")
 
     @property
@@ -210,3 +221,44 @@ class FieldWindow:
             "previous": None if before is None else before.to_dict(),
             "meta": {"warnings": [dict(warning) for warning in self.warnings]},
         }
+
+
+class _Deferred(partial[str]):
+    """A cursor not minted yet: the call that mints it (see `deferred_cursor`)."""
+
+    __slots__ = ()
+
+
+def deferred_cursor(mint: Callable[..., str], *args: Any) -> str:
+    """A cursor for a `FieldWindow` field that is minted (`mint(*args)`) when first read (rule
+    4). Only the window's own fields hold it: read through them, it is always the token."""
+    return cast(str, _Deferred(mint, *args))
+
+
+class _MintedOnRead:
+    """A cursor field of `FieldWindow`: its slot, read through, minting a deferred cursor once
+    and keeping the token in the slot (two threads may both mint it: the same token)."""
+
+    __slots__ = ("_slot",)
+
+    def __init__(self, slot: Any) -> None:
+        self._slot = slot
+
+    def __get__(self, window: FieldWindow | None, owner: type | None = None) -> Any:
+        if window is None:
+            return self
+        value = self._slot.__get__(window, owner)
+        if type(value) is _Deferred:
+            value = value()
+            self._slot.__set__(window, value)
+        return value
+
+    def __set__(self, window: FieldWindow, value: object) -> None:
+        self._slot.__set__(window, value)  # only `__init__` sets: the window is frozen
+
+
+_CURSOR_FIELDS = ("next_cursor", "previous_cursor", "next_match_cursor")
+_CURSOR_SLOTS = {name: FieldWindow.__dict__[name] for name in _CURSOR_FIELDS}
+"""The slots themselves, which `__post_init__` reads without minting."""
+for _name in _CURSOR_FIELDS:
+    setattr(FieldWindow, _name, _MintedOnRead(_CURSOR_SLOTS[_name]))
