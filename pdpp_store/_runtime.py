@@ -301,21 +301,26 @@ class Plan:
     converters: tuple[tuple[int, Callable[[Any], Any]], ...]
 
     def parameters(self, params: Mapping[str, Any]) -> Any:
-        values = {**self.constants, **{name: params[name] for name in self.given}}
+        if self.order is None:
+            values = {**self.constants, **{name: params[name] for name in self.given}}
+        else:  # the order's getter takes the given names (and only those) from `values`
+            values = {**params, **self.constants}
         for name, process in self.processors:
             values[name] = process(values[name])
         return values if self.order is None else self.order(values)
 
     def rows(self, raw: Sequence[Sequence[Any]], description: Any) -> Rows:
         labels = self.labels or tuple(column[0] for column in description or ())
+        if raw and len(raw[0]) != len(labels):  # every row of an answer has the same columns
+            raise ValueError("the answer's columns are not the statement's")
         if not self.converters:
-            return [dict(zip(labels, row, strict=True)) for row in raw]
+            return [dict(zip(labels, row, strict=False)) for row in raw]  # checked above
         answer = []
         for row in raw:
             values = list(row)
             for index, convert in self.converters:
                 values[index] = convert(values[index])
-            answer.append(dict(zip(labels, values, strict=True)))
+            answer.append(dict(zip(labels, values, strict=False)))
         return answer
 
 

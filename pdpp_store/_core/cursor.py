@@ -47,7 +47,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from hmac import compare_digest
-from typing import Any
 
 from .errors import BadRequest
 from .window import MAX_LIMIT_CHARS
@@ -99,7 +98,7 @@ class CursorKey:
 
     key_id: int
     secret: bytes = field(repr=False)
-    pads: tuple[Any, Any] = field(init=False, repr=False, compare=False)
+    pads: tuple[hashlib._Hash, hashlib._Hash] = field(init=False, repr=False, compare=False)
     """The SHA-256 states after the key's inner and outer HMAC pads, hashed once: each MAC
     copies them (`_mac`) instead of deriving the pads again, as a one-shot HMAC does."""
 
@@ -204,7 +203,9 @@ def _b64encode(data: bytes) -> str:
 
 def _b64decode(token: str) -> bytes:
     """`token` decoded, once its alphabet is known to be base64url and its length possible."""
-    return binascii.a2b_base64(token.encode("ascii").translate(_FROM_URLSAFE) + _PADDING[len(token) % 4])
+    return binascii.a2b_base64(
+        token.encode("ascii").translate(_FROM_URLSAFE) + _PADDING[len(token) % 4]
+    )
 
 
 def _b64decode_strict(token: str) -> bytes:

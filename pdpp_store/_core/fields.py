@@ -28,4 +28,7 @@ class FieldKind(StrEnum):
 
     @property
     def text_like(self) -> bool:
-        return self in (FieldKind.TEXT, FieldKind.JSON)
+        return self in _TEXT_LIKE
+
+
+_TEXT_LIKE = frozenset((FieldKind.TEXT, FieldKind.JSON))

@@ -217,6 +217,10 @@ class Grant:
     streams: tuple[StreamGrant, ...]
     expires_at: datetime | None = None
     status: str | None = None
+    _fingerprints: dict[str, bytes] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    """Fingerprints computed so far, by stream (a pure function of the grant's terms)."""
 
     def __post_init__(self) -> None:
         if not _is_name(self.grant_id):
@@ -283,8 +287,7 @@ class Grant:
             raise Forbidden(
                 "grant_revoked", f"grant {self.grant_id!r} is not active (status {self.status!r})"
             )
-        moment = now or datetime.now(UTC)
-        if self.expires_at is not None and self.expires_at <= moment:
+        if self.expires_at is not None and self.expires_at <= (now or datetime.now(UTC)):
             raise Forbidden("grant_expired", f"grant {self.grant_id!r} has expired")
 
     def stream(self, name: str) -> StreamGrant:
@@ -297,12 +300,23 @@ class Grant:
             param="stream",
         )
 
+    def covers(self, stream: str, connection_id: str) -> bool:
+        """Whether the grant has a stream grant for `stream` that covers `connection_id`."""
+        for stream_grant in self.streams:
+            if stream_grant.name == stream:
+                return stream_grant.covers_connection(connection_id)
+        return False
+
     def fingerprint(self, stream: str) -> bytes:
         """Binds cursors to this grant's identity and every term of its stream grant (§4):
         a grant narrowed in any term, however constructed, has another fingerprint. Expiry and
-        status are not bound: every read checks them anyway."""
-        terms = self.stream(stream).canonical
-        return hashlib.sha256(f"{self.grant_id}\x00{terms}".encode()).digest()[:16]
+        status are not bound: every read checks them anyway. Computed once per stream."""
+        found = self._fingerprints.get(stream)
+        if found is None:
+            terms = self.stream(stream).canonical
+            found = hashlib.sha256(f"{self.grant_id}\x00{terms}".encode()).digest()[:16]
+            self._fingerprints[stream] = found
+        return found
 
 
 def as_grant(value: object) -> Grant:

@@ -39,6 +39,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from json.encoder import encode_basestring as _json_string
 from typing import Any
 
 from .errors import BadRequest, Conflict
@@ -160,6 +161,19 @@ def is_unicode(text: str) -> bool:
 
 def validate_field_path(value: object, param: str = "field") -> str:
     """Return `value` if it is a field path (rule 2), else raise `invalid_field_path`."""
+    if type(value) is str:
+        return _valid_path(value, param)
+    return _check_field_path(value, param)
+
+
+@lru_cache(maxsize=4096)
+def _valid_path(value: str, param: str) -> str:
+    """A path checked once per distinct text (a read checks the same few paths again and again;
+    errors are never cached)."""
+    return _check_field_path(value, param)
+
+
+def _check_field_path(value: object, param: str) -> str:
     if not isinstance(value, str) or not value or "\x00" in value or not is_unicode(value):
         raise BadRequest(
             "invalid_field_path",
@@ -273,7 +287,12 @@ class FieldWindowRef:
     @property
     def handle(self) -> str:
         ref = self.record
-        return _encode([ref.connection_id, ref.stream, ref.record_id, self.field, self.selector()])
+        selector = ",".join(
+            f"{_json_string(key)}:{_json_string(value) if isinstance(value, str) else int(value)}"
+            for key, value in self.selector().items()
+        )
+        names = (ref.connection_id, ref.stream, ref.record_id, self.field)
+        return _b64(f"[{','.join(map(_json_string, names))},{{{selector}}}]")
 
     @property
     def uri(self) -> str:
@@ -283,9 +302,19 @@ class FieldWindowRef:
 # -- handles ----------------------------------------------------------------------------------
 
 
+_HANDLE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""`json.dumps(..., ensure_ascii=False, separators=(",", ":"))`, built once. The handles the
+store makes (`record_handle`, `FieldWindowRef.handle`) spell the same JSON themselves, string by
+string with json's own encoder: an encoder's `encode` sets up its machinery on every call."""
+
+
 def _encode(parts: list[Any]) -> str:
-    data = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    return _b64(_HANDLE_JSON.encode(parts))
+
+
+def _b64(text: str) -> str:
+    """A handle: the minified JSON `text` as UTF-8 in base64url, unpadded (rule 4)."""
+    return base64.urlsafe_b64encode(text.encode("utf-8")).rstrip(b"=").decode("ascii")
 
 
 def _invalid(param: str, what: str) -> BadRequest:
@@ -310,7 +339,8 @@ def _decode(handle: str, param: str, what: str) -> list[Any]:
 
 def record_handle(ref: RecordRef) -> str:
     """The opaque, URL-safe handle of a record reference."""
-    return _encode([ref.connection_id, ref.stream, ref.record_id])
+    names = (ref.connection_id, ref.stream, ref.record_id)
+    return _b64(f"[{','.join(map(_json_string, names))}]")  # `_encode` of the names, spelled
 
 
 def _record_from_handle(handle: str, param: str) -> RecordRef:

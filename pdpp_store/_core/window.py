@@ -139,6 +139,9 @@ Selector = OffsetSelector | MatchSelector | CursorSelector
 
 def parse_selector(**args: object) -> tuple[Selector, tuple[Warning_, ...]]:
     """Turn the selector arguments of a window read into a `Selector` and its warnings."""
+    fast = _plain_window(args)
+    if fast is not None:
+        return fast, ()
     for name in args:
         if name not in SELECTOR_ARGS:
             raise BadRequest(
@@ -193,6 +196,27 @@ def parse_selector(**args: object) -> tuple[Selector, tuple[Warning_, ...]]:
         offset = 0 if offset_chars is None else _check_int(offset_chars, "offset_chars", 0)
         selector = OffsetSelector(offset, DEFAULT_LIMIT_CHARS if limit is None else limit)
     return selector, warnings
+
+
+def _plain_window(args: dict[str, object]) -> Selector | None:
+    """The selector of the commonest reads, an offset window or a cursor with at most a limit in
+    range (nothing to refuse, clamp or warn about), built without the general checks; None for
+    anything else."""
+    limit = args.get("limit_chars")
+    if limit is not None and not (type(limit) is int and 1 <= limit <= MAX_LIMIT_CHARS):
+        return None
+    if len(args) > (1 if limit is None else 2):
+        return None
+    offset, cursor = args.get("offset_chars"), args.get("cursor")
+    if cursor is not None:
+        if type(cursor) is not str or not cursor:
+            return None
+        return CursorSelector(cursor, limit)
+    if offset is None and len(args) == (0 if limit is None else 1):
+        return OffsetSelector(0, DEFAULT_LIMIT_CHARS if limit is None else limit)
+    if type(offset) is not int or offset < 0:
+        return None
+    return OffsetSelector(offset, DEFAULT_LIMIT_CHARS if limit is None else limit)
 
 
 # -- arithmetic -------------------------------------------------------------------------------

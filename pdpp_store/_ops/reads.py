@@ -159,6 +159,14 @@ class ReadContext:
 # ---------------------------------------------------------------- steps shared by every read
 
 
+def _seen_declared(ref: RecordRef | UnscopedRecordRef, seen: dict[tuple[str, str], float]) -> bool:
+    """Step 1 without a statement: the record's connection declared its stream lately."""
+    return (
+        isinstance(ref, RecordRef)
+        and seen.get((ref.connection_id, ref.stream), 0.0) > time.monotonic()
+    )
+
+
 def _declared(
     ref: RecordRef | UnscopedRecordRef, covered: bool, seen: dict[tuple[str, str], float]
 ) -> Op[bool]:
@@ -170,11 +178,10 @@ def _declared(
     global question and step 5 refuses the connection exactly like a missing one.
     """
     if isinstance(ref, RecordRef):
-        key = (ref.connection_id, ref.stream)
-        if seen.get(key, 0.0) > time.monotonic():
+        if _seen_declared(ref, seen):
             return True
         if (yield sql.stream_spec(ref.connection_id, ref.stream)):
-            seen[key] = time.monotonic() + DECLARED_TTL_S
+            seen[ref.connection_id, ref.stream] = time.monotonic() + DECLARED_TTL_S
             return True
         if covered and (yield sql.connection_exists(ref.connection_id)):
             raise NotFound(
@@ -244,10 +251,10 @@ def _resolve(
     """Steps 1 to 6 for one record (and one field, when `path` is given)."""
     grant = as_grant(grant)
     ref = parse_record_ref(record, connection_id=connection_id)
-    covered = isinstance(ref, RecordRef) and any(
-        s.name == ref.stream and s.covers_connection(ref.connection_id) for s in grant.streams
-    )
-    known = yield from _declared(ref, covered, ctx.declared)
+    known = _seen_declared(ref, ctx.declared)
+    if not known:
+        covered = isinstance(ref, RecordRef) and grant.covers(ref.stream, ref.connection_id)
+        known = yield from _declared(ref, covered, ctx.declared)
     checked_path = validate_field_path(path) if path is not None else ""
     chosen, warnings = parse_selector(**selector) if selector is not None else (None, ())
     grant.ensure_usable()

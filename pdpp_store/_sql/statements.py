@@ -24,6 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache, partial
+from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import (
@@ -228,17 +229,32 @@ class GrantShape:
 
     @classmethod
     def of(cls, grant: StreamGrant) -> GrantShape:
-        time = grant.time_constraint
-        return cls(
-            grant.instance_ids is not None,
-            grant.resources is not None,
-            time is not None,
-            time is not None and time.since is not None,
-            time is not None and time.until is not None,
-        )
+        return _grant_terms(grant)[0]
+
+
+@lru_cache(maxsize=1024)
+def _grant_terms(grant: StreamGrant) -> tuple[GrantShape, Mapping[str, Any]]:
+    """A stream grant's shape and its parameters (`grant_params` with the default prefix), once
+    per distinct stream grant: a server reads under the same grants again and again. Callers
+    copy the parameters into their own (they are never changed in place)."""
+    time = grant.time_constraint
+    shape = GrantShape(
+        grant.instance_ids is not None,
+        grant.resources is not None,
+        time is not None,
+        time is not None and time.since is not None,
+        time is not None and time.until is not None,
+    )
+    return shape, MappingProxyType(_grant_params(grant, "g"))
 
 
 def grant_params(grant: StreamGrant, prefix: str = "g") -> dict[str, Any]:
+    if prefix == "g":
+        return dict(_grant_terms(grant)[1])
+    return _grant_params(grant, prefix)
+
+
+def _grant_params(grant: StreamGrant, prefix: str) -> dict[str, Any]:
     params: dict[str, Any] = {f"{prefix}_stream": grant.name}
     if grant.instance_ids is not None:
         params[f"{prefix}_instances"] = list(grant.instance_ids)
@@ -306,6 +322,10 @@ FIELD_META = (
 """The columns of a `FieldInfo`, labelled by their own names (decoded by `field_info`)."""
 
 
+_KINDS = {kind.value: kind for kind in FieldKind}
+"""`FieldKind(value)` for the values the store writes, without the enum's call."""
+
+
 def field_info(row: Row) -> FieldInfo | None:
     """The `FieldInfo` of a row holding `FIELD_META`; None for the NULLs of an outer join that
     found the record but not the field."""
@@ -313,7 +333,7 @@ def field_info(row: Row) -> FieldInfo | None:
         return None
     return FieldInfo(
         row["path"],
-        FieldKind(row["kind"]),
+        _KINDS[row["kind"]],
         row["json_type"],
         int(row["size_chars"]),
         int(row["size_bytes"]),
@@ -345,9 +365,13 @@ def field_window(
     NULLs; an invisible record gives none. With `digest_prefix`, chunks join only while the
     field's digest still starts with it, so text that changed never crosses into Python."""
     end = start + limit
+    shape, terms = _grant_terms(grant)
     params = {
-        **_record_params(ref, path),
-        **grant_params(grant),
+        "r_conn": ref.connection_id,
+        "r_stream": ref.stream,
+        "r_id": ref.record_id,
+        "f_path": path,
+        **terms,
         "w_first": start // CHUNK_CHARS,
         "w_last": (end - 1) // CHUNK_CHARS,
         "w_start": start,
@@ -356,7 +380,7 @@ def field_window(
     if digest_prefix is not None:
         params["w_prefix"] = digest_prefix
         params["w_prefix_len"] = len(digest_prefix)
-    return Execute(_field_window(GrantShape.of(grant), digest_prefix is not None), params)
+    return Execute(_field_window(shape, digest_prefix is not None), params)
 
 
 @cache
@@ -777,9 +801,12 @@ def record_preview(
     most `max_fields`), its metadata, item count and the first `preview_chars` (at most
     `CHUNK_CHARS`) code points of text-like fields (decoded by `preview_rows`). No row: the
     record is not visible; one row with no field: no granted field (after `after_field`)."""
+    shape, terms = _grant_terms(grant)
     params = {
-        **_record_params(ref),
-        **grant_params(grant),
+        "r_conn": ref.connection_id,
+        "r_stream": ref.stream,
+        "r_id": ref.record_id,
+        **terms,
         "p_chars": preview_chars,
         "p_limit": max_fields,
     }
@@ -789,7 +816,6 @@ def record_preview(
         params["p_after"] = after_field
     if only is not None:
         params["p_only"] = sorted(only)
-    shape = GrantShape.of(grant)
     return Execute(
         _record_preview(shape, grant.fields is not None, after_field is not None, only is not None),
         params,

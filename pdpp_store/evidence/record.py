@@ -23,8 +23,8 @@ Rules:
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _json_string
 from typing import Any, ClassVar, Literal
 
 from pdpp_store._core.fields import FieldKind
@@ -127,6 +127,10 @@ class FieldPreview:
         return out
 
 
+def _path(info: FieldInfo) -> str:
+    return info.path
+
+
 @dataclass(frozen=True, slots=True)
 class RecordView:
     """A record projected under a grant: granted fields only, long values as previews."""
@@ -193,12 +197,14 @@ class RecordView:
 
     @property
     def revision(self) -> str:
-        hasher = hashlib.sha256()
-        for item in sorted(self.fields, key=lambda f: f.info.path):
-            hasher.update(
-                json.dumps([item.info.path, item.info.kind.value, item.info.digest]).encode()
-            )
-        return "sha256:" + hasher.hexdigest()
+        # Each field hashes as `json.dumps([path, kind, digest])` (default separators, ASCII),
+        # in path order; the JSON text is spelled here, string by string, by json's own encoder.
+        hashed = "".join(
+            f"[{_json_string(info.path)}, {_json_string(info.kind.value)}, "
+            f"{_json_string(info.digest)}]"
+            for info in sorted((item.info for item in self.fields), key=_path)
+        )
+        return "sha256:" + hashlib.sha256(hashed.encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         data = {item.info.path: item.value for item in self.fields if item.shown_in_data}

@@ -121,32 +121,42 @@ class FieldWindow:
     )
 
     def __post_init__(self) -> None:
-        next_cursor, previous_cursor, next_match_cursor = (
-            _CURSOR_SLOTS[name].__get__(self, FieldWindow) for name in _CURSOR_FIELDS
+        # Rule 1, from the fields themselves (the derived properties, spelled out once here: a
+        # window is built on every read).
+        total, start, limit, text = (
+            self.field.size_chars,
+            self.start_chars,
+            self.limit_chars,
+            self.text,
         )
-        for cursor in (next_cursor, previous_cursor, next_match_cursor):
-            if cursor is not None and not isinstance(cursor, str | _Deferred):
+        match_start, match_end = self.match_start_chars, self.match_end_chars
+        cursors = (
+            _NEXT_SLOT.__get__(self, FieldWindow),
+            _PREVIOUS_SLOT.__get__(self, FieldWindow),
+            _NEXT_MATCH_SLOT.__get__(self, FieldWindow),
+        )
+        for cursor in cursors:
+            if cursor is not None and not isinstance(cursor, _CURSOR_TYPES):
                 raise ValueError("a cursor is a string, or None")
-        total = self.total_chars
-        if not 0 <= self.start_chars <= total:
+        if not 0 <= start <= total:
             raise ValueError("start_chars must lie within the field")
-        if not 1 <= self.limit_chars <= MAX_LIMIT_CHARS:
+        if not 1 <= limit <= MAX_LIMIT_CHARS:
             raise ValueError(f"limit_chars must be between 1 and {MAX_LIMIT_CHARS}")
-        if len(self.text) != min(self.limit_chars, total - self.start_chars):
+        if len(text) != min(limit, total - start):
             raise ValueError("text must be the slice [start, start + limit) of the field")
-        if (self.match_start_chars is None) != (self.match_end_chars is None):
+        if (match_start is None) != (match_end is None):
             raise ValueError("match_start_chars and match_end_chars go together")
         if (
-            self.match_start_chars is not None
-            and self.match_end_chars is not None
-            and not (0 <= self.match_start_chars < self.match_end_chars <= total)
+            match_start is not None
+            and match_end is not None
+            and not (0 <= match_start < match_end <= total)
         ):
             raise ValueError("the match must lie within the field")
-        if (next_cursor is None) != (self.next_offset_chars is None):
+        if (cursors[0] is None) != (start + len(text) >= total):  # next_offset_chars is None
             raise ValueError("next_cursor must be set exactly when next_offset_chars is")
-        if (previous_cursor is None) != (self.previous_offset_chars is None):
+        if (cursors[1] is None) != (start == 0):  # previous_offset_chars is None
             raise ValueError("previous_cursor must be set exactly when previous_offset_chars is")
-        if next_match_cursor is not None and self.match_start_chars is None:
+        if cursors[2] is not None and match_start is None:
             raise ValueError("next_match_cursor belongs to match windows")
 
     @property
@@ -257,8 +267,10 @@ class _MintedOnRead:
         self._slot.__set__(window, value)  # only `__init__` sets: the window is frozen
 
 
-_CURSOR_FIELDS = ("next_cursor", "previous_cursor", "next_match_cursor")
-_CURSOR_SLOTS = {name: FieldWindow.__dict__[name] for name in _CURSOR_FIELDS}
+_CURSOR_TYPES = (str, _Deferred)
+_NEXT_SLOT, _PREVIOUS_SLOT, _NEXT_MATCH_SLOT = (
+    FieldWindow.__dict__[name] for name in ("next_cursor", "previous_cursor", "next_match_cursor")
+)
 """The slots themselves, which `__post_init__` reads without minting."""
-for _name in _CURSOR_FIELDS:
-    setattr(FieldWindow, _name, _MintedOnRead(_CURSOR_SLOTS[_name]))
+for _slot in (_NEXT_SLOT, _PREVIOUS_SLOT, _NEXT_MATCH_SLOT):
+    setattr(FieldWindow, _slot.__name__, _MintedOnRead(_slot))
