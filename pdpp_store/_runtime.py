@@ -395,7 +395,8 @@ class Statements:
     def plan(self, request: Execute) -> Plan | None:
         """The request's plan; None where it runs on SQLAlchemy (an executemany, or a statement
         that needs SQLAlchemy at every execution)."""
-        if request.params is not None and not isinstance(request.params, Mapping):
+        params = request.params
+        if params is not None and type(params) is not dict and not isinstance(params, Mapping):
             return None
         statement = request.statement_for(self.dialect)
         found = self._plans.get(id(statement))
@@ -409,7 +410,7 @@ class Statements:
     def send(self, plan: Plan, request: Execute) -> Any:
         """The request's parameters as the DBAPI takes them, told to every observer."""
         params = request.params
-        assert params is None or isinstance(params, Mapping)  # see `plan`
+        assert params is None or type(params) is dict or isinstance(params, Mapping)  # `plan`
         parameters = plan.parameters(params or {})
         for observer in _observers:
             observer.executing(self.engine, plan.sql, parameters)

@@ -70,7 +70,6 @@ _MAC_BYTES = 16
 _OFFSET_MAX_BYTES = 9
 _LIMIT_MAX_BYTES = 3
 _MAX_TOKEN_CHARS = 64
-_TOKEN_ALPHABET = re.compile(r"[A-Za-z0-9_-]+")
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 _BINDING_DOMAIN = b"pdpp-store/cursor-binding/v1"
 _INNER_PAD = bytes(byte ^ 0x36 for byte in range(256))
@@ -201,21 +200,24 @@ def _b64encode(data: bytes) -> str:
     return encoded.rstrip(b"=").decode("ascii")
 
 
-def _b64decode(token: str) -> bytes:
-    """`token` decoded, once its alphabet is known to be base64url and its length possible."""
-    return binascii.a2b_base64(
-        token.encode("ascii").translate(_FROM_URLSAFE) + _PADDING[len(token) % 4]
-    )
+def _b64decode(token: str) -> bytes | None:
+    """The bytes of which `token` is the canonical base64url spelling (unpadded), or None.
+    Whatever a lenient decoder makes of the text, only a text that re-encodes to itself is
+    accepted, so its alphabet, padding and unused low bits need no check of their own."""
+    try:
+        padded = token.encode("ascii").translate(_FROM_URLSAFE) + _PADDING[len(token) % 4]
+        data = binascii.a2b_base64(padded)
+    except (UnicodeEncodeError, binascii.Error):
+        return None
+    return data if _b64encode(data) == token else None
 
 
 def _b64decode_strict(token: str) -> bytes:
     if len(token) > _MAX_TOKEN_CHARS or len(token) % 4 == 1:
         raise _invalid("has the wrong length")
-    if not _TOKEN_ALPHABET.fullmatch(token):
-        raise _invalid("is not base64url")
     data = _b64decode(token)
-    if _b64encode(data) != token:  # unused low bits set: another spelling of the same bytes
-        raise _invalid("is not canonical")
+    if data is None:
+        raise _invalid("is not canonical base64url")
     return data
 
 
@@ -301,7 +303,10 @@ def _signed(
     keys: Sequence[CursorKey], header: bytes, binding: bytes, body: bytes, mac: bytes
 ) -> bool:
     """Whether one of `keys` made `mac` (each is compared in constant time)."""
-    return any(compare_digest(_mac(key, header, binding, body), mac) for key in keys)
+    for key in keys:
+        if compare_digest(_mac(key, header, binding, body), mac):
+            return True
+    return False
 
 
 def _page_invalid(why: str) -> BadRequest:
@@ -353,11 +358,9 @@ def _decode_long(token: object, version: int) -> bytes:
         raise _page_invalid("must be a non-empty string")
     if len(token) > _MAX_PAGE_TOKEN_CHARS or len(token) % 4 == 1:
         raise _page_invalid("has the wrong length")
-    if not _TOKEN_ALPHABET.fullmatch(token):
-        raise _page_invalid("is not base64url")
     data = _b64decode(token)
-    if _b64encode(data) != token:
-        raise _page_invalid("is not canonical")
+    if data is None:
+        raise _page_invalid("is not canonical base64url")
     if len(data) < 2 + _MAC_BYTES or data[0] != version:
         raise _page_invalid("has an unknown version")
     return data
@@ -366,10 +369,8 @@ def _decode_long(token: object, version: int) -> bytes:
 def token_header(token: object) -> tuple[int, int] | None:
     """The version byte (1 window, 2 search page, 3 match) and the key id a cursor token claims,
     or None: a cheap look at its first four characters, verifying nothing."""
-    if not isinstance(token, str) or len(token) < 4 or not _TOKEN_ALPHABET.fullmatch(token[:4]):
-        return None
-    head = _b64decode(token[:4])
-    return head[0], head[1]
+    head = _b64decode(token[:4]) if isinstance(token, str) and len(token) >= 4 else None
+    return None if head is None else (head[0], head[1])
 
 
 def mint_match(codec: CursorCodec, binding: bytes, digest: str, state: MatchCursorState) -> str:

@@ -329,10 +329,14 @@ def read_field_window(
     )
     match: tuple[int, int] | None = None
     from_chars, bound = 0, None
-    header = token_header(chosen.cursor) if isinstance(chosen, CursorSelector) else None
+    header = None
+    if isinstance(chosen, CursorSelector):
+        header = token_header(chosen.cursor)
+        if ctx.stored_keys and ctx.keys_due(None if header is None else header[1]):
+            # Another process may have rotated or retired keys since they were loaded.
+            ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
     if header is not None and header[0] == MATCH_VERSION:
         assert isinstance(chosen, CursorSelector)
-        yield from _current_keys(ctx, header)
         continued = open_match(ctx.codec, chosen.cursor, binding)
         from_chars, bound = continued.from_chars, "sha256:" + continued.digest_prefix.hex()
         chosen = MatchSelector(
@@ -352,7 +356,6 @@ def read_field_window(
         prefix: str | None = None  # the window was cut from the text the match was found in
     else:
         if isinstance(chosen, CursorSelector):
-            yield from _current_keys(ctx, header)
             state: CursorState = ctx.codec.open(chosen.cursor, binding)
             start, limit = state.offset_chars, chosen.limit_chars or state.limit_chars
             prefix = state.digest_start
@@ -415,14 +418,6 @@ def read_field_window(
         if match is not None and isinstance(chosen, MatchSelector) and match[1] < info.size_chars
         else None,
     )
-
-
-def _current_keys(ctx: ReadContext, header: tuple[int, int] | None) -> Op[None]:
-    """Another process may have rotated or retired keys since they were loaded (the key id a
-    cursor's `header` claims, see `ReadContext.keys_due`)."""
-    claimed = None if header is None else header[1]
-    if ctx.stored_keys and ctx.keys_due(claimed):
-        ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
 
 
 def _find(

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._core.window import MAX_LIMIT_CHARS
@@ -242,7 +242,7 @@ class _Deferred(partial[str]):
 def deferred_cursor(mint: Callable[..., str], *args: Any) -> str:
     """A cursor for a `FieldWindow` field that is minted (`mint(*args)`) when first read (rule
     4). Only the window's own fields hold it: read through them, it is always the token."""
-    return cast(str, _Deferred(mint, *args))
+    return _Deferred(mint, *args)  # type: ignore[return-value]  # a str once read (rule 4)
 
 
 class _MintedOnRead:
