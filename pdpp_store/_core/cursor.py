@@ -66,6 +66,8 @@ MATCH_VERSION = 3
 _MAX_PAGE_TOKEN_CHARS = 16384
 MAX_CURSOR_OFFSET = 2**63 - 1
 _PREFIX_BYTES = 16
+MINTED_KEPT = 1024
+"""Cursors a codec remembers having minted (`CursorCodec._minted`); then it starts again."""
 _MAC_BYTES = 16
 _OFFSET_MAX_BYTES = 9
 _LIMIT_MAX_BYTES = 3
@@ -229,7 +231,7 @@ def _check_binding(binding: bytes) -> None:
 class CursorCodec:
     """Mints cursors with the active key and opens cursors signed by any known key."""
 
-    __slots__ = ("_active", "_by_id", "_header", "_previous", "key_ids")
+    __slots__ = ("_active", "_by_id", "_header", "_minted", "_previous", "key_ids")
 
     def __init__(self, active: CursorKey, previous: Sequence[CursorKey] = ()) -> None:
         if not isinstance(active, CursorKey) or not all(
@@ -245,6 +247,11 @@ class CursorCodec:
         self._by_id = by_id
         self.key_ids = frozenset(by_id)
         """The ids of the keys this codec opens cursors of."""
+        self._minted: dict[tuple[str, bytes], CursorState] = {}
+        """What the cursors this codec minted say, by token and binding (at most
+        `MINTED_KEPT`): a cursor is usually read back by the process that minted it, and opening
+        it then needs no decoding or MAC. Only `mint` adds to it, so a token found here under its
+        binding is one this codec signed for that binding: as authentic as a verified one."""
 
     @property
     def active(self) -> CursorKey:
@@ -268,13 +275,22 @@ class CursorCodec:
             CursorState(prefix, offset_chars, limit_chars)  # raises, naming the number
         header = self._header
         body = prefix + _varint(offset_chars) + _varint(limit_chars)
-        return _b64encode(header + body + _mac(self._active, header, binding, body))
+        token = _b64encode(header + body + _mac(self._active, header, binding, body))
+        minted = self._minted
+        if len(minted) >= MINTED_KEPT:
+            minted.clear()
+        minted[token, binding] = CursorState(prefix, offset_chars, limit_chars)
+        return token
 
     def open(self, token: object, binding: bytes) -> CursorState:
         """Verify `token` under `binding` and return what it says, or raise `invalid_cursor`.
 
         Whether the field has changed since (`CursorState.digest_start`) is the caller's question.
         """
+        if type(token) is str and type(binding) is bytes:
+            known = self._minted.get((token, binding))
+            if known is not None:
+                return known
         _check_binding(binding)
         if not isinstance(token, str) or not token:
             raise _invalid("must be a non-empty string")

@@ -276,8 +276,12 @@ class FieldWindowRef:
 
     def selector(self) -> dict[str, int | str]:
         """The selector arguments that are set, in a fixed order."""
-        values = ((key, getattr(self, key)) for key in URI_SELECTOR_ARGS)
-        return {key: value for key, value in values if value is not None}
+        selector: dict[str, int | str] = {}
+        for key in URI_SELECTOR_ARGS:
+            value = getattr(self, key)
+            if value is not None:
+                selector[key] = value
+        return selector
 
     @classmethod
     def parse(cls, uri: object, *, param: str = "uri") -> FieldWindowRef:

@@ -526,9 +526,10 @@ def read_record(
     version, found = sql.preview_rows(rows)
     previews: list[FieldPreview] = []
     budget, spent = RECORD_BUDGET_CHARS, 0
+    naming = len(ref.id) + FIELD_COST_CHARS
     for row in found[:RECORD_MAX_FIELDS]:
         item = _preview(ref, row, budget)
-        cost = item.shown_chars + 2 * len(row.info.path) + len(ref.id) + FIELD_COST_CHARS
+        cost = item.shown_chars + 2 * len(row.info.path) + naming
         if previews and spent + cost > RECORD_PAGE_CHARS:
             break
         previews.append(item)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache, partial
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
@@ -217,9 +217,9 @@ def _same_record(table: Any, other: Any) -> ColumnElement[bool]:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class GrantShape:
-    """Which of a stream grant's optional terms are present: the key of a cached statement."""
+class GrantShape(NamedTuple):
+    """Which of a stream grant's optional terms are present: the key of a cached statement (a
+    named tuple: it is hashed on every read, by the statement caches)."""
 
     instances: bool
     resources: bool

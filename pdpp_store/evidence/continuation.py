@@ -48,11 +48,10 @@ class Continuation:
     def __post_init__(self) -> None:
         if not isinstance(self.operation, str) or not self.operation:
             raise ValueError("a continuation names a library operation")
-        if not isinstance(self.arguments, Mapping) or not all(
-            isinstance(key, str) for key in self.arguments
-        ):
+        arguments = self.arguments
+        if not isinstance(arguments, Mapping) or not all(isinstance(key, str) for key in arguments):
             raise ValueError("continuation arguments are a mapping of names to values")
-        object.__setattr__(self, "arguments", _frozen(self.arguments))
+        object.__setattr__(self, "arguments", _frozen(arguments))
 
     @classmethod
     def read_window(cls, window: FieldWindowRef) -> Continuation:

@@ -200,7 +200,7 @@ class RecordView:
         # Each field hashes as `json.dumps([path, kind, digest])` (default separators, ASCII),
         # in path order; the JSON text is spelled here, string by string, by json's own encoder.
         hashed = "".join(
-            f"[{_json_string(info.path)}, {_json_string(info.kind.value)}, "
+            f"[{_json_string(info.path)}, {_json_string(info.kind)}, "  # a StrEnum: its value
             f"{_json_string(info.digest)}]"
             for info in sorted((item.info for item in self.fields), key=_path)
         )
