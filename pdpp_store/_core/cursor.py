@@ -319,10 +319,7 @@ def _signed(
     keys: Sequence[CursorKey], header: bytes, binding: bytes, body: bytes, mac: bytes
 ) -> bool:
     """Whether one of `keys` made `mac` (each is compared in constant time)."""
-    for key in keys:
-        if compare_digest(_mac(key, header, binding, body), mac):
-            return True
-    return False
+    return any(compare_digest(_mac(key, header, binding, body), mac) for key in keys)
 
 
 def _page_invalid(why: str) -> BadRequest:
