@@ -261,6 +261,13 @@ class CursorCodec:
     def previous(self) -> tuple[CursorKey, ...]:
         return self._previous
 
+    def claimed(self, token: object, binding: bytes) -> tuple[int, int] | None:
+        """What `token_header` says of `token`, known without a look when this codec minted it
+        for `binding`."""
+        if type(token) is str and type(binding) is bytes and (token, binding) in self._minted:
+            return VERSION, self._active.key_id
+        return token_header(token)
+
     def keys(self, key_id: int) -> tuple[CursorKey, ...]:
         """The keys with this id (the active one first), which may have signed a token."""
         return self._by_id.get(key_id, ())

@@ -142,6 +142,11 @@ def parse_selector(**args: object) -> tuple[Selector, tuple[Warning_, ...]]:
     fast = _plain_window(args)
     if fast is not None:
         return fast, ()
+    return _parse(args)
+
+
+def _parse(args: dict[str, object]) -> tuple[Selector, tuple[Warning_, ...]]:
+    """`parse_selector` for any arguments (rules 1, 2 and 5)."""
     for name in args:
         if name not in SELECTOR_ARGS:
             raise BadRequest(

@@ -30,7 +30,6 @@ from pdpp_store._core.cursor import (
     cursor_binding,
     mint_match,
     open_match,
-    token_header,
 )
 from pdpp_store._core.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from pdpp_store._core.fields import FieldKind
@@ -331,7 +330,7 @@ def read_field_window(
     from_chars, bound = 0, None
     header = None
     if isinstance(chosen, CursorSelector):
-        header = token_header(chosen.cursor)
+        header = ctx.codec.claimed(chosen.cursor, binding)
         if ctx.stored_keys and ctx.keys_due(None if header is None else header[1]):
             # Another process may have rotated or retired keys since they were loaded.
             ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))

@@ -169,3 +169,22 @@ def test_window_continuations_follow_the_cursors() -> None:
 def test_cards_refuse_inconsistent_values(build: Any) -> None:
     with pytest.raises(ValueError, match=r"."):
         build()
+
+
+def test_revision_hashes_each_field_as_its_json() -> None:
+    """The revision is spelled without `json.dumps` (it is computed on every projection); it is
+    the digest of `json.dumps([path, kind, digest])` per field, in path order."""
+    import hashlib
+    import json
+
+    paths = ["b", 'a"q', "é😀", "\x01\n\\", "z", "\u2028"]
+    kinds = [FieldKind.TEXT, FieldKind.JSON]
+    previews = tuple(
+        FieldPreview(REF, FieldInfo(path, kinds[n % 2], "string", 1, 1, DIGEST), "complete", "x")
+        for n, path in enumerate(paths)
+    )
+    hasher = hashlib.sha256()
+    for item in sorted(previews, key=lambda item: item.info.path):
+        info = item.info
+        hasher.update(json.dumps([info.path, info.kind.value, info.digest]).encode())
+    assert RecordView(REF, 1, previews).revision == "sha256:" + hasher.hexdigest()

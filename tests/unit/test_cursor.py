@@ -281,3 +281,38 @@ def test_state_validates() -> None:
         CursorState(b"short", 0, 1)
     with pytest.raises(ValueError, match="limit_chars"):
         CursorState(PREFIX, 0, 0)
+
+
+# -- the MAC and the codec's memory of its own cursors ----------------------------------------
+
+
+@given(st.binary(min_size=16, max_size=200), st.binary(max_size=300))
+def test_mac_is_hmac_sha256(secret: bytes, body: bytes) -> None:
+    import hmac
+
+    key = CursorKey(3, secret)
+    expected = hmac.digest(secret, b"\x01\x03" + BINDING + body, "sha256")[:16]
+    assert _mac(key, b"\x01\x03", BINDING, body) == expected
+
+
+def test_a_remembered_cursor_opens_as_a_verified_one() -> None:
+    codec = CursorCodec(KEY, [OLD_KEY])
+    token = codec.mint(BINDING, DIGEST, 4096, 512)
+    fresh = CursorCodec(KEY, [OLD_KEY])  # the same keys, nothing remembered: decoded and MACed
+    assert codec.open(token, BINDING) == fresh.open(token, BINDING)
+    assert codec.claimed(token, BINDING) == fresh.claimed(token, BINDING) == (1, KEY.key_id)
+    # Remembered for its own binding only: under another, it is verified, and refused.
+    other = cursor_binding(GRANT, "cin_a", "emails", "e2", "body")
+    _assert_invalid(token, other, codec)
+    # A codec without the minting key refuses it, whatever another codec remembers.
+    _assert_invalid(token, codec=CursorCodec(OLD_KEY))
+
+
+def test_the_codec_remembers_a_bounded_number_of_cursors() -> None:
+    from pdpp_store._core.cursor import MINTED_KEPT
+
+    codec = CursorCodec(KEY)
+    tokens = [codec.mint(BINDING, DIGEST, offset, 10) for offset in range(MINTED_KEPT * 2 + 5)]
+    assert len(codec._minted) <= MINTED_KEPT
+    for offset, token in enumerate(tokens):  # forgotten or not, each still opens
+        assert codec.open(token, BINDING).offset_chars == offset

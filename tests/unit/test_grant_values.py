@@ -139,3 +139,16 @@ def test_manifests_check_themselves(build: Any) -> None:
     with pytest.raises(StoreError) as caught:
         build()
     assert caught.value.code == "invalid_manifest"
+
+
+def test_a_fingerprint_is_computed_once_and_never_part_of_the_value() -> None:
+    first, second = _parsed(WIDE), _parsed(WIDE)
+    expected = first.fingerprint("emails")
+    assert first.fingerprint("emails") is expected  # kept
+    assert second == first  # whatever either has computed
+    assert hash(second) == hash(first)
+    assert "fingerprint" not in repr(first)
+    assert _parsed(WIDE | NARROWINGS["fields"]).fingerprint("emails") != expected
+    with pytest.raises(StoreError) as info:
+        first.fingerprint("chats")
+    assert info.value.code == "grant_stream_not_allowed"

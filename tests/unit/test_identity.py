@@ -382,3 +382,17 @@ def test_field_window_ref_validates() -> None:
     with pytest.raises(BadRequest) as info:
         FieldWindowRef(("c", "s", "r"), "f")  # type: ignore[arg-type]
     assert info.value.param == "record"
+
+
+@given(record_refs, field_paths, _selector_args)
+def test_handles_are_the_minified_json_of_their_parts(
+    ref: RecordRef, field: str, selector: dict[str, object]
+) -> None:
+    """The handles the store makes are spelled by hand, string by string; they are exactly the
+    general encoding (`json.dumps(..., ensure_ascii=False, separators=(",", ":"))`)."""
+    from pdpp_store._core.identity import _encode
+
+    window = FieldWindowRef(ref, field, **selector)  # type: ignore[arg-type]
+    names = [ref.connection_id, ref.stream, ref.record_id]
+    assert ref.handle == _encode(names)
+    assert window.handle == _encode([*names, field, window.selector()])

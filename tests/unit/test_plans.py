@@ -108,3 +108,23 @@ def test_match_windows_are_spelled_by_capability(needle_chars: int) -> None:
     long_needle = needle_chars - 1 > 63
     assert ("lead(" in on_postgres) is (long_needle and POSTGRESQL.streams_window_functions)
     assert "lead(" not in on_sqlite  # materialised there: a probe per chunk instead
+
+
+def test_a_grants_parameters_are_the_callers_own() -> None:
+    """A stream grant's parameters are computed once (`_grant_terms`); each statement gets its
+    own copy, so changing one never changes the next."""
+    stream_grant = Grant.from_dict(
+        {"grant_id": "g", "streams": [{"name": "emails", "instance_ids": ["cin_a"]}]}
+    ).stream("emails")
+    first = sql.grant_params(stream_grant)
+    first["g_stream"] = "chats"
+    window = sql.field_window(
+        RecordRef("cin_a", "emails", "e1"), "body", stream_grant, start=0, limit=5
+    )
+    assert sql.grant_params(stream_grant) == {"g_stream": "emails", "g_instances": ["cin_a"]}
+    assert isinstance(window.params, dict)
+    assert window.params["g_stream"] == "emails"
+    assert sql.grant_params(stream_grant, "g0") == {
+        "g0_stream": "emails",
+        "g0_instances": ["cin_a"],
+    }

@@ -279,3 +279,89 @@ def test_envelope_invariants(text: str, offset: int, limit: int) -> None:
     assert (body["previous_cursor"] is None) == (body["previous_offset_chars"] is None)
     if body["has_more"]:  # paging on from next_offset_chars continues exactly where this ended
         assert _window(text, end, limit).text == text[end : end + limit]
+
+
+# -- the selector's fast path -----------------------------------------------------------------
+
+_SELECTOR_VALUES = st.one_of(
+    st.none(),
+    st.integers(min_value=-3, max_value=MAX_LIMIT_CHARS + 3),
+    st.booleans(),
+    st.sampled_from(["", "c", "12", 1.0]),
+)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["offset_chars", "limit_chars", "cursor", "q", "occurrence", "other"]),
+        _SELECTOR_VALUES,
+        max_size=3,
+    )
+)
+def test_the_fast_path_agrees_with_the_rules(args: dict[str, Any]) -> None:
+    """Whatever the arguments, `parse_selector` answers what the general parser answers (the
+    fast path takes only plain offset and cursor windows, and builds the same selector)."""
+    from pdpp_store._core.window import _parse, _plain_window
+
+    try:
+        general: Any = _parse(dict(args))
+    except BadRequest as exc:
+        general = (exc.code, exc.param)
+    fast = _plain_window(dict(args))
+    if fast is not None:
+        assert (fast, ()) == general
+    try:
+        answer: Any = parse_selector(**args)
+    except BadRequest as exc:
+        answer = (exc.code, exc.param)
+    assert answer == general
+
+
+# -- cursors minted when first read -----------------------------------------------------------
+
+
+def _minted_window(mint: Any) -> FieldWindow:
+    info = FieldInfo("body", FieldKind.TEXT, "string", 20, 20, "sha256:x")
+    return FieldWindow(
+        "cin_a",
+        "emails",
+        "e1",
+        info,
+        "x" * 5,
+        5,
+        5,
+        next_cursor=mint("n"),
+        previous_cursor=mint("p"),
+    )
+
+
+def test_a_deferred_cursor_is_the_eager_one() -> None:
+    from pdpp_store.evidence.window import deferred_cursor
+
+    calls: list[str] = []
+
+    def mint(name: str) -> str:
+        calls.append(name)
+        return f"token-{name}"
+
+    eager = _minted_window(lambda name: f"token-{name}")
+    lazy = _minted_window(lambda name: deferred_cursor(mint, name))
+    assert calls == []  # building (and checking) a window mints nothing
+    assert lazy.previous_cursor == "token-p"
+    assert calls == ["p"]
+    assert lazy == eager
+    assert hash(lazy) == hash(eager)
+    assert repr(lazy) == repr(eager)
+    assert lazy.to_dict() == eager.to_dict()
+    assert calls == ["p", "n"]  # each minted once, then kept
+    assert lazy.next_cursor == "token-n"
+    assert calls == ["p", "n"]
+    again = _minted_window(lambda name: deferred_cursor(mint, name))
+    assert dataclasses.replace(again, warnings=()) == eager  # copies read the tokens
+    assert again != _minted_window(lambda name: f"other-{name}")
+
+
+def test_a_window_refuses_a_cursor_that_is_not_text() -> None:
+    info = FieldInfo("body", FieldKind.TEXT, "string", 20, 20, "sha256:x")
+    with pytest.raises(ValueError, match="cursor"):
+        FieldWindow("cin_a", "emails", "e1", info, "x" * 5, 0, 5, next_cursor=7)  # type: ignore[arg-type]
