@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from _data import ENVELOPE_KEYS, WINDOW_KEYS
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pdpp_store._core.errors import BadRequest
@@ -298,6 +298,14 @@ _SELECTOR_VALUES = st.one_of(
         max_size=3,
     )
 )
+@example({})
+@example({"limit_chars": 10})
+@example({"offset_chars": 7})
+@example({"offset_chars": 7, "limit_chars": 10})
+@example({"offset_chars": 7, "limit_chars": MAX_LIMIT_CHARS + 1})
+@example({"cursor": "c"})
+@example({"cursor": "c", "limit_chars": 10})
+@example({"cursor": "c", "offset_chars": 7})
 def test_the_fast_path_agrees_with_the_rules(args: dict[str, Any]) -> None:
     """Whatever the arguments, `parse_selector` answers what the general parser answers (the
     fast path takes only plain offset and cursor windows, and builds the same selector)."""
