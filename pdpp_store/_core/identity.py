@@ -341,8 +341,10 @@ def _decode(handle: str, param: str, what: str) -> list[Any]:
     raise _invalid(param, what)
 
 
+@lru_cache(maxsize=4096)
 def record_handle(ref: RecordRef) -> str:
-    """The opaque, URL-safe handle of a record reference."""
+    """The opaque, URL-safe handle of a record reference (once per record: every projection
+    and window continuation names its record by it)."""
     names = (ref.connection_id, ref.stream, ref.record_id)
     return _b64(f"[{','.join(map(_json_string, names))}]")  # `_encode` of the names, spelled
 

@@ -528,11 +528,12 @@ def read_record(
     naming = len(ref.id) + FIELD_COST_CHARS
     for row in found[:RECORD_MAX_FIELDS]:
         item = _preview(ref, row, budget)
-        cost = item.shown_chars + 2 * len(row.info.path) + naming
+        shown = item.shown_chars
+        cost = shown + 2 * len(row.info.path) + naming
         if previews and spent + cost > RECORD_PAGE_CHARS:
             break
         previews.append(item)
-        budget -= item.shown_chars
+        budget -= shown
         spent += cost
     more = len(found) > len(previews)
     return RecordView(

@@ -869,8 +869,9 @@ def _record_preview(shape: GrantShape, projected: bool, paged: bool, chosen: boo
     )
 
 
-@dataclass(frozen=True, slots=True)
-class PreviewRow:
+class PreviewRow(NamedTuple):
+    """One field of a `record_preview` answer (a named tuple: one per field of each projection)."""
+
     info: FieldInfo
     item_count: int | None
     head: str | None

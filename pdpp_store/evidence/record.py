@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from json.encoder import encode_basestring_ascii as _json_string
+from operator import attrgetter
 from typing import Any, ClassVar, Literal
 
 from pdpp_store._core.fields import FieldKind
@@ -96,8 +98,7 @@ class FieldPreview:
         if self.status not in ("truncated", "unavailable"):
             return None
         offset = len(self.preview) if self.preview is not None else 0
-        start = FieldWindowRef(self.record, self.info.path, offset, DEFAULT_LIMIT_CHARS)
-        return Continuation.read_window(start)
+        return _read_on(self.record, self.info.path, offset)
 
     @property
     def shown_chars(self) -> int:
@@ -127,8 +128,14 @@ class FieldPreview:
         return out
 
 
-def _path(info: FieldInfo) -> str:
-    return info.path
+@lru_cache(maxsize=1024)
+def _read_on(record: RecordRef, path: str, offset: int) -> Continuation:
+    """The window read at `offset` of a field, once per field and offset (a continuation is an
+    immutable value; projections of the same records come back again and again)."""
+    return Continuation.read_window(FieldWindowRef(record, path, offset, DEFAULT_LIMIT_CHARS))
+
+
+_PATH = attrgetter("path")
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,15 +209,21 @@ class RecordView:
         hashed = "".join(
             f"[{_json_string(info.path)}, {_json_string(info.kind)}, "  # a StrEnum: its value
             f"{_json_string(info.digest)}]"
-            for info in sorted((item.info for item in self.fields), key=_path)
+            for info in sorted((item.info for item in self.fields), key=_PATH)
         )
         return "sha256:" + hashlib.sha256(hashed.encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
-        data = {item.info.path: item.value for item in self.fields if item.shown_in_data}
-        ladder = {
-            item.info.path: item.to_dict() for item in self.fields if item.status != "complete"
-        }
+        data: dict[str, Any] = {}
+        ladder: dict[str, Any] = {}
+        for item in self.fields:  # `shown_in_data`, and a ladder entry for all but complete
+            path, status = item.info.path, item.status
+            if status == "complete":
+                data[path] = item.value
+                continue
+            if status == "truncated" and item.info.kind is FieldKind.TEXT:
+                data[path] = item.value
+            ladder[path] = item.to_dict()
         return {
             "object": "record",
             "id": self.ref.id,
