@@ -93,6 +93,18 @@ def _summary(backend: str, variants: dict[str, list[dict[str, Any]]]) -> list[st
     return ["".join(parts) + "."]
 
 
+def _rounds(data: dict[str, Any]) -> str:
+    """How many rounds each point's medians were taken over, as the run recorded it."""
+    counts = sorted(
+        {
+            int(bench["extra_info"]["rounds"])
+            for bench in data.get("benchmarks", [])
+            if bench.get("extra_info", {}).get("suite") == SUITE and "rounds" in bench["extra_info"]
+        }
+    )
+    return " or ".join(f"{count:,}" for count in counts) or "some"
+
+
 def render(data: dict[str, Any]) -> list[str]:
     found = _variants(data)
     if not any("library" in variants for variants in found.values()):
@@ -104,9 +116,11 @@ def render(data: dict[str, Any]) -> list[str]:
         "searchable) in one fresh database (autovacuum off), measured at each step from "
         "empty to the full count: the first step's records go through `upsert_records` (its "
         "rate is the first 'then filled'), later steps copy those rows inside the database "
-        "(records, fields, chunks and the search index's rows, as the library writes them). "
-        "At each point, after a warm-up batch (on Postgres it runs the statistics upkeep the "
-        "fill made due), three rounds of: a batch through the library into the big database; "
+        "(records, fields, chunks and the search index's rows, as the library writes them), "
+        "about twice as fast as the library: the copies repeat the first step's values under "
+        "new record ids. At each point, after a warm-up batch (on Postgres it runs the "
+        f"statistics upkeep the fill made due), {_rounds(data)} rounds of: a batch through "
+        "the library into the big database; "
         "the same through the library into a fresh empty database (the 'into empty' rate, "
         "taken under the same load); the write statements of that batch replayed on the bare "
         "driver into the big database (raw inserts of the same rows: records, fields, chunks "
