@@ -11,8 +11,8 @@ rows inside the database under new ids (records, fields, chunks and, on SQLite, 
 index's side table and FTS5 rows, as the library writes them), about twice as fast as the
 library (1.7-2.8x measured): the same kinds of rows and indexes, the copies repeating the first
 step's values under new record ids (a copy's `id` field still names the record it came
-from). Measured at each of the `STEPS + 1` points, from empty to full, after an untimed warm-up batch (which, on Postgres, runs the
-statistics upkeep that the fill made due), `PDPP_BENCH_INGEST_ROUNDS` rounds (default 5) of:
+from). Measured at each of the `STEPS + 1` points, from empty to full, after an untimed
+warm-up batch (which, on Postgres, runs the statistics upkeep that the fill made due), `PDPP_BENCH_INGEST_ROUNDS` rounds (default 5) of:
 
 - `rate`: a batch of `SAMPLE` records through the library into the big database, the store's
   statistics upkeep included (it analyses the record tables once they changed by 10 %;
