@@ -1,18 +1,18 @@
 """Ingestion of email-sized records at scale (issue 14 part 3, PERFORMANCE.md goal 9), and what
 the search index costs at write time (issue 13, goal 6), side by side in one run per database.
 
-An email-sized record (`email`) is a message as a mail connector sends it: eleven fields, nine
-of them short (ids, addresses, a subject, a date, labels, a flag, a snippet) and a body of
-1,000-1,600 code points; its manifest declares five of them searchable. One fresh database
-(autovacuum is off on the benchmark server) grows to `PDPP_BENCH_INGEST_RECORDS` of them
-(default 1,000,000; the smoke run 2,000) in `PDPP_BENCH_INGEST_STEPS` steps (default 10): the
-first step's records go through `upsert_records` (timed: `fill_rate`), later steps copy those
-rows inside the database under new ids (records, fields, chunks and, on SQLite, the search
-index's side table and FTS5 rows, as the library writes them), about twice as fast as the
-library (1.7-2.8x measured): the same kinds of rows and indexes, the copies repeating the first
-step's values under new record ids (a copy's `id` field still names the record it came
-from). Measured at each of the `STEPS + 1` points, from empty to full, after an untimed
-warm-up batch (which, on Postgres, runs the statistics upkeep that the fill made due), `PDPP_BENCH_INGEST_ROUNDS` rounds (default 5) of:
+An email-sized record (`email`) is a message as a mail connector sends it: eleven fields, nine of
+them short (ids, addresses, a subject, a date, labels, a flag, a snippet) and a body of 1,000-1,600
+code points; its manifest declares five of them searchable. One fresh database (autovacuum is off on
+the benchmark server) grows to `PDPP_BENCH_INGEST_RECORDS` of them (default 1,000,000; the smoke run
+2,000) in `PDPP_BENCH_INGEST_STEPS` steps (default 10): the first step's records go through
+`upsert_records` (timed: `fill_rate`), later steps copy those rows inside the database under new ids
+(records, fields, chunks and, on SQLite, the search index's side table and FTS5 rows, as the library
+writes them), about twice as fast as the library (1.7-2.8x measured): the same kinds of rows and
+indexes, the copies repeating the first step's values under new record ids (a copy's `id` field
+still names the record it came from). Measured at each of the `STEPS + 1` points, from empty to
+full, after an untimed warm-up batch (which, on Postgres, runs the statistics upkeep that the fill
+made due), `PDPP_BENCH_INGEST_ROUNDS` rounds (default 5) of:
 
 - `rate`: a batch of `SAMPLE` records through the library into the big database, the store's
   statistics upkeep included (it analyses the record tables once they changed by 10 %;
