@@ -429,14 +429,24 @@ class Statements:
         return plan.rows(raw, description)
 
 
+class _ReadCancelled(Exception):
+    """Ends a read, in its connection's thread, that was cancelled between two of its statements
+    (`_Held.interrupt`): it sends no further one. Nobody awaits it: the read's caller is gone."""
+
+
 def _advance(
-    statements: Statements, dbapi: Any, op: Op[Any], reply: Rows | None
+    statements: Statements,
+    dbapi: Any,
+    op: Op[Any],
+    reply: Rows | None,
+    held: _Held | None = None,
 ) -> tuple[bool, Any]:
     """Resume `op` with `reply` and answer its requests on the DBAPI connection `dbapi`, until it
     ends (`(True, its value)`) or asks for a statement that needs SQLAlchemy at execution
     (`(False, that request)`: the caller runs it and resumes `op` with its answer). Both fronts
     run reads through here: the sync one on the calling thread, the async one on SQLite in the
-    connection's own thread (`AsyncReaders`)."""
+    connection's own thread (`AsyncReaders`), where the read may be cancelled meanwhile (`held`:
+    then no further statement is sent)."""
     try:
         request = op.send(reply)
         while True:
@@ -445,6 +455,8 @@ def _advance(
                 plan = statements.plan(request)
                 if plan is None:
                     return False, request
+                if held is not None and held.cancelled:
+                    raise _ReadCancelled
                 parameters = statements.send(plan, request)
                 cursor = dbapi.cursor()
                 try:
@@ -695,10 +707,10 @@ async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T
 
 
 def _advance_on(
-    statements: Statements, driver: Any, op: Op[Any], reply: Rows | None
+    statements: Statements, held: _Held, op: Op[Any], reply: Rows | None
 ) -> tuple[bool, Any]:
     """`_advance` on an aiosqlite connection's own SQLite connection: run in its thread."""
-    return _advance(statements, driver._conn, op, reply)  # the thread's own: see `_Held`
+    return _advance(statements, held.driver._conn, op, reply, held)  # the thread's: see `_Held`
 
 
 _CURSOR_KEPT_ROWS = 64
@@ -739,7 +751,7 @@ class _Held:
     aiosqlite's versions are bounded in `pyproject.toml` for that reason. The connection is the
     pool's: opened, configured (pragmas, `_options`) and closed as every other."""
 
-    __slots__ = ("conn", "cursor", "driver", "in_thread", "pooled")
+    __slots__ = ("cancelled", "conn", "cursor", "driver", "in_thread", "pooled")
 
     def __init__(self, conn: AsyncConnection, pooled: PoolProxiedConnection, driver: Any) -> None:
         self.conn = conn
@@ -748,11 +760,17 @@ class _Held:
         self.in_thread = not isinstance(driver, psycopg.AsyncConnection)
         self.cursor: Any = None
         """psycopg: the cursor of the last read, kept for the next (`_fetch_psycopg`)."""
+        self.cancelled = False
+        """Set by `interrupt`: the read running in the thread sends no further statement."""
 
     def interrupt(self) -> None:
-        """Stop a statement running in the connection's thread (its read was cancelled): a scan
-        of a large field would otherwise hold the thread, and the connection, to its end."""
+        """Stop the read running in the connection's thread (it was cancelled, or failed; the
+        connection is then discarded): the statement running now is interrupted, as a scan of a
+        large field would otherwise hold the thread, and the connection, to its end; and as
+        SQLite's interrupt stops only a statement already running, `cancelled` tells `_advance`
+        to send no further one."""
         if self.in_thread:
+            self.cancelled = True
             with suppress(Exception):
                 self.driver._conn.interrupt()  # safe from any thread
 
@@ -770,9 +788,15 @@ async def _close_all(
 def _close(op: Op[Any]) -> None:
     """Close `op`, unless it is still running in a connection's thread (its caller was cancelled
     twice, the second time while its connection was being discarded): the thread finishes it,
-    and the collector closes it."""
-    with suppress(ValueError):  # "generator already executing"
+    and the collector closes it. `close` then raises a `ValueError` without running any of the
+    operation's code; one raised by the operation's own cleanup (its traceback goes on into the
+    generator) is not hidden. (Asking `op.gi_running` after the error would race with the thread,
+    which may have finished its step in between.)"""
+    try:
         op.close()
+    except ValueError as exc:
+        if exc.__traceback__ is None or exc.__traceback__.tb_next is not None:
+            raise
 
 
 class AsyncReaders:
@@ -915,11 +939,11 @@ class AsyncReaders:
         """SQLite: the whole read in the connection's thread (see `_Held`), coming back to the
         loop only for a statement that needs SQLAlchemy at execution."""
         statements, driver = self.statements, held.driver
-        done, value = await driver._execute(_advance_on, statements, driver, op, None)
+        done, value = await driver._execute(_advance_on, statements, held, op, None)
         while not done:
             statement = value.statement_for(statements.dialect)
             answer = _reply(await held.conn.execute(statement, value.params))
-            done, value = await driver._execute(_advance_on, statements, driver, op, answer)
+            done, value = await driver._execute(_advance_on, statements, held, op, answer)
         return value  # type: ignore[no-any-return]
 
     def kept(self) -> int:

@@ -22,6 +22,8 @@ read; a read that ends after `close` keeps nothing.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import sqlite3
 import threading
 from collections.abc import Callable
 from contextlib import suppress
@@ -32,11 +34,20 @@ from _data import MAILBOX, attachment, body, grant, manifest, owner, ref_id, set
 from _fronts import StoreFront
 from _postgres import PostgresServer
 from audit import BoundaryAudit
-from sqlalchemy import ColumnElement, Engine, bindparam, event, literal, literal_column, select
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    bindparam,
+    event,
+    literal,
+    literal_column,
+    select,
+    text,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import ConnectionPoolEntry, Pool, QueuePool
 
-from pdpp_store import AsyncStore, NotFound, Store, StoreError
+from pdpp_store import AsyncStore, NotFound, Store, StoreError, _runtime
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._runtime import IN_PROCESS_READERS, READER_SLOTS, RETRY_AFTER_S, observing
 from pdpp_store._sql.requests import Execute, Op
@@ -619,3 +630,249 @@ def test_a_read_statement_that_needs_sqlalchemy_runs_there_mid_operation(db_url:
     answer, statements = asyncio.run(_mixed_async(db_url))
     assert answer == expected
     assert len(statements) == 3
+
+
+# ---------------------------------------------------------------- cancelled reads, SQLite's thread
+# An `AsyncStore` read on SQLite runs whole in its connection's thread (`_runtime._Held`): when it
+# is cancelled, the statement running there is interrupted, and no further one is sent.
+
+SQLITE_INTERRUPT = 9  # sqlite3's result code of an interrupted statement
+
+
+class _Endings:
+    """How each run of a read in a SQLite connection's thread ended (the exception, or None):
+    the function that runs it there (`_runtime._advance_on`) is wrapped for the test."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ended: list[BaseException | None] = []
+        self.one_ended = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        run = _runtime._advance_on
+
+        def recorded(*args: Any) -> Any:
+            try:
+                result = run(*args)
+            except BaseException as exc:
+                self.ended.append(exc)
+                raise
+            else:
+                self.ended.append(None)
+                return result
+            finally:
+                loop.call_soon_threadsafe(self.one_ended.set)
+
+        monkeypatch.setattr(_runtime, "_advance_on", recorded)
+
+
+class _Discarding:
+    """Set once the store begins discarding a connection (SQLAlchemy's pool `invalidate` event):
+    a cancelled read's connection, after the read was told to stop (`_Held.interrupt`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.begun = threading.Event()
+        event.listen(engine, "invalidate", lambda *_: self.begun.set())
+
+    def wait(self) -> bool:
+        return self.begun.wait(30)
+
+
+def _free_slots(readers: Any) -> int:
+    """How many read slots of an `AsyncStore` are free (taken and given back at once)."""
+    slots: asyncio.Semaphore = readers._slots
+    free = 0
+    while not slots.locked():
+        slots._value -= 1  # taken without awaiting: `locked` said one is free
+        free += 1
+    slots._value += free
+    return free
+
+
+_SPIN = text(
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE spin(n))"
+    " SELECT count(*) AS n FROM r"
+)
+SPIN_ROWS = 1000
+
+
+def _spinning() -> Op[Any]:
+    """A read of one statement that runs until `spin` (a function of the test) says stop."""
+    return (yield Execute(_SPIN))
+
+
+async def _cancel_a_running_statement(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[BaseException | None], int, int, int, str]:
+    store = await AsyncStore.open(url)
+    try:
+        endings = _Endings(monkeypatch)
+        discarding = _Discarding(store.engine.sync_engine)
+        running = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def spin(n: int) -> bool:
+            """Called for every row, in the connection's thread: the first call tells the test
+            that the statement runs, and waits until the read is cancelled and its connection
+            being discarded (the statement is still running: an interrupt now ends it)."""
+            if n == 1:
+                loop.call_soon_threadsafe(running.set)
+                discarding.wait()
+            return n < SPIN_ROWS
+
+        await store.read_field_window(BOTH, REF, "body_text", limit_chars=10)  # kept, warm
+        for held in store._readers._idle:
+            await held.driver.create_function("spin", 1, spin)
+        endings.ended.clear()
+        read = asyncio.ensure_future(store._readers.run(_spinning()))
+        await asyncio.wait_for(running.wait(), 30)
+        read.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await read
+        await asyncio.wait_for(endings.one_ended.wait(), 30)
+        ended = list(endings.ended)
+        text = (await store.read_field_window(BOTH, REF, "body_text", q="closing")).text
+        return (
+            ended,
+            _checked_out(store.engine.pool),
+            store._readers.kept(),
+            _free_slots(store._readers),
+            text,
+        )
+    finally:
+        await store.close()
+
+
+def test_a_cancelled_sqlite_read_interrupts_its_running_statement(
+    sqlite_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite-async only (Postgres reads run on the event loop, where psycopg cancels them)."""
+    with Store.open(sqlite_db_url) as store:
+        _loaded(store)
+    ended, checked_out, kept, free, text = asyncio.run(
+        _cancel_a_running_statement(sqlite_db_url, monkeypatch)
+    )
+    assert len(ended) == 1
+    assert isinstance(ended[0], sqlite3.OperationalError), ended  # not run to its end
+    assert ended[0].sqlite_errorcode == SQLITE_INTERRUPT
+    assert checked_out == kept <= IN_PROCESS_READERS
+    assert free == IN_PROCESS_READERS
+    assert "closing" in text
+
+
+class _CancelAfterFirstStatement:
+    """An observer that, once armed, counts the statements a read sends and, when its first
+    statement has answered, cancels the read and waits (in the connection's thread) until its
+    connection is being discarded before letting the read go on."""
+
+    def __init__(self, engine: Engine, discarding: _Discarding) -> None:
+        self._engine = engine
+        self._discarding = discarding
+        self._loop = asyncio.get_running_loop()
+        self.read: asyncio.Future[Any] | None = None
+        self.sent = 0
+
+    def executing(self, engine: object, statement: str, parameters: object) -> None:
+        if engine is self._engine and self.read is not None:
+            self.sent += 1
+
+    def fetched(self, engine: object, statement: str, rows: object) -> None:
+        if engine is self._engine and self.read is not None and self.sent == 1:
+            self._loop.call_soon_threadsafe(self.read.cancel)
+            assert self._discarding.wait(), "the cancelled read's connection was not discarded"
+
+
+async def _cancel_between_statements(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, list[BaseException | None], int, int, int, str]:
+    store = await AsyncStore.open(url)
+    try:
+        endings = _Endings(monkeypatch)
+        engine = store.engine.sync_engine
+        cancelling = _CancelAfterFirstStatement(engine, _Discarding(engine))
+        await store.read_field_window(BOTH, REF, "body_text", limit_chars=10)  # the catalogue
+        endings.ended.clear()
+        endings.one_ended.clear()
+        with observing(cancelling):
+            cancelling.read = asyncio.ensure_future(
+                store.read_field_window(BOTH, REF, "body_text", q="invoice", occurrence=3)
+            )  # three statements, one per occurrence
+            with pytest.raises(asyncio.CancelledError):
+                await cancelling.read
+            await asyncio.wait_for(endings.one_ended.wait(), 30)
+        ended = list(endings.ended)
+        text = (await store.read_field_window(BOTH, REF, "body_text", q="closing")).text
+        return (
+            cancelling.sent,
+            ended,
+            _checked_out(store.engine.pool),
+            store._readers.kept(),
+            _free_slots(store._readers),
+            text,
+        )
+    finally:
+        await store.close()
+
+
+def test_a_sqlite_read_cancelled_between_its_statements_sends_no_further_one(
+    sqlite_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's interrupt stops only a statement already running: a read cancelled between two
+    of its statements is told to stop by its connection (`_Held.cancelled`). SQLite-async only."""
+    with Store.open(sqlite_db_url) as store:
+        _loaded(store)
+    sent, ended, checked_out, kept, free, text = asyncio.run(
+        _cancel_between_statements(sqlite_db_url, monkeypatch)
+    )
+    assert sent == 1
+    assert len(ended) == 1
+    assert ended[0] is not None  # the read ended without its answer
+    assert checked_out == kept <= IN_PROCESS_READERS
+    assert free == IN_PROCESS_READERS
+    assert "closing" in text
+
+
+def _cleaning_up_badly() -> Op[Any]:
+    try:
+        yield Execute(select(literal_column("no_such_column")))
+    finally:
+        raise ValueError("the operation's own cleanup failed")
+
+
+def test_an_operations_own_cleanup_error_is_not_hidden(db_url: str) -> None:
+    """A read ended by a database error is closed by the runtime (`_close`), whose cleanup then
+    runs; a `ValueError` it raises is not mistaken for the runtime's "still running"."""
+
+    async def run() -> None:
+        store = await AsyncStore.open(db_url)
+        try:
+            await store._readers.run(_cleaning_up_badly())
+        finally:
+            await store.close()
+
+    with pytest.raises(ValueError, match="own cleanup"):
+        asyncio.run(run())
+
+
+def test_an_operation_still_running_in_a_thread_is_left_to_it() -> None:
+    """`_close` on an operation a connection's thread is running (a read cancelled twice) leaves
+    it to that thread, without an error."""
+    running, release = threading.Event(), threading.Event()
+
+    def op() -> Op[Any]:
+        yield Execute(select(literal(1)))
+        running.set()
+        release.wait(30)
+        yield Execute(select(literal(2)))
+
+    read = op()
+    next(read)
+    thread = threading.Thread(target=read.send, args=([],))
+    thread.start()
+    try:
+        assert running.wait(30)
+        _runtime._close(read)  # no "generator already executing"
+        assert inspect.getgeneratorstate(read) == inspect.GEN_RUNNING
+    finally:
+        release.set()
+        thread.join(30)
+    _runtime._close(read)
+    assert inspect.getgeneratorstate(read) == inspect.GEN_CLOSED
