@@ -28,7 +28,7 @@ from audit import BoundaryAudit
 from pytest_benchmark.fixture import BenchmarkFixture
 from sqlalchemy.engine import make_url
 
-from pdpp_store import AsyncStore
+from pdpp_store import AsyncStore, Store
 
 from ._bench import WINDOW_CHARS, BenchDatabase, Captured
 from ._measure import DATASETS, label
@@ -157,7 +157,10 @@ def _plain(answer: object) -> object:
     return answer
 
 
-SYNC_READS = ("window-offset", "window-cursor", "record")
+SYNC_READS = ("window-offset", "window-cursor", "window-cursor-elsewhere", "record")
+"""`window-cursor` reads back a cursor its own store minted (which the codec remembers, as a
+server does for the cursors it hands out); `window-cursor-elsewhere` one minted by another
+store on the same database (another process, say), which is decoded and verified in full."""
 
 
 @pytest.mark.parametrize("impl", ["library", "floor"])
@@ -174,7 +177,19 @@ def test_sync_front(
         assert after.previous_cursor is not None
         return after.previous_cursor
 
+    def cursor_elsewhere() -> str:
+        other = Store.open(bench.url)
+        try:
+            after = other.read_field_window(
+                grant, ref, "body", offset_chars=OFFSET + WINDOW_CHARS, limit_chars=WINDOW_CHARS
+            )
+            assert after.previous_cursor is not None
+            return after.previous_cursor
+        finally:
+            other.close()
+
     token = bench.case(("fronts-cursor", DATASET), cursor)
+    foreign = bench.case(("fronts-cursor-elsewhere", DATASET), cursor_elsewhere)
     library: dict[str, Callable[[], object]] = {
         "window-offset": lambda: (
             store.read_field_window(
@@ -182,6 +197,9 @@ def test_sync_front(
             ).text
         ),
         "window-cursor": lambda: store.read_field_window(grant, ref, "body", cursor=token).text,
+        "window-cursor-elsewhere": lambda: (
+            store.read_field_window(grant, ref, "body", cursor=foreign).text
+        ),
         "record": lambda: store.read_record(grant, ref).to_dict(),
     }
     expected = library[read]()
