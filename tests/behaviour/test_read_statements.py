@@ -27,7 +27,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from contextlib import suppress
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from _data import MAILBOX, attachment, body, grant, manifest, owner, ref_id, setup_mailbox
@@ -699,9 +699,31 @@ def _spinning() -> Op[Any]:
     return (yield Execute(_SPIN))
 
 
+class _Aftermath(NamedTuple):
+    """A store's state once a cancelled read has ended, and its next read's text."""
+
+    checked_out: int
+    kept: int
+    free_slots: int
+    next_text: str
+
+
+async def _after_the_cancel(store: AsyncStore) -> _Aftermath:
+    text = (await store.read_field_window(BOTH, REF, "body_text", q="closing")).text
+    readers = store._readers
+    return _Aftermath(_checked_out(store.engine.pool), readers.kept(), _free_slots(readers), text)
+
+
+def _assert_recovered(after: _Aftermath) -> None:
+    """No connection or slot was lost with the cancelled read, and the next read answers."""
+    assert after.checked_out == after.kept <= IN_PROCESS_READERS
+    assert after.free_slots == IN_PROCESS_READERS
+    assert "closing" in after.next_text
+
+
 async def _cancel_a_running_statement(
     url: str, monkeypatch: pytest.MonkeyPatch
-) -> tuple[list[BaseException | None], int, int, int, str]:
+) -> tuple[list[BaseException | None], _Aftermath]:
     store = await AsyncStore.open(url)
     try:
         endings = _Endings(monkeypatch)
@@ -728,15 +750,7 @@ async def _cancel_a_running_statement(
         with pytest.raises(asyncio.CancelledError):
             await read
         await asyncio.wait_for(endings.one_ended.wait(), 30)
-        ended = list(endings.ended)
-        text = (await store.read_field_window(BOTH, REF, "body_text", q="closing")).text
-        return (
-            ended,
-            _checked_out(store.engine.pool),
-            store._readers.kept(),
-            _free_slots(store._readers),
-            text,
-        )
+        return list(endings.ended), await _after_the_cancel(store)
     finally:
         await store.close()
 
@@ -747,15 +761,11 @@ def test_a_cancelled_sqlite_read_interrupts_its_running_statement(
     """SQLite-async only (Postgres reads run on the event loop, where psycopg cancels them)."""
     with Store.open(sqlite_db_url) as store:
         _loaded(store)
-    ended, checked_out, kept, free, text = asyncio.run(
-        _cancel_a_running_statement(sqlite_db_url, monkeypatch)
-    )
+    ended, after = asyncio.run(_cancel_a_running_statement(sqlite_db_url, monkeypatch))
     assert len(ended) == 1
     assert isinstance(ended[0], sqlite3.OperationalError), ended  # not run to its end
     assert ended[0].sqlite_errorcode == SQLITE_INTERRUPT
-    assert checked_out == kept <= IN_PROCESS_READERS
-    assert free == IN_PROCESS_READERS
-    assert "closing" in text
+    _assert_recovered(after)
 
 
 class _CancelAfterFirstStatement:
@@ -782,7 +792,7 @@ class _CancelAfterFirstStatement:
 
 async def _cancel_between_statements(
     url: str, monkeypatch: pytest.MonkeyPatch
-) -> tuple[int, list[BaseException | None], int, int, int, str]:
+) -> tuple[int, list[BaseException | None], _Aftermath]:
     store = await AsyncStore.open(url)
     try:
         endings = _Endings(monkeypatch)
@@ -798,16 +808,7 @@ async def _cancel_between_statements(
             with pytest.raises(asyncio.CancelledError):
                 await cancelling.read
             await asyncio.wait_for(endings.one_ended.wait(), 30)
-        ended = list(endings.ended)
-        text = (await store.read_field_window(BOTH, REF, "body_text", q="closing")).text
-        return (
-            cancelling.sent,
-            ended,
-            _checked_out(store.engine.pool),
-            store._readers.kept(),
-            _free_slots(store._readers),
-            text,
-        )
+        return cancelling.sent, list(endings.ended), await _after_the_cancel(store)
     finally:
         await store.close()
 
@@ -819,15 +820,11 @@ def test_a_sqlite_read_cancelled_between_its_statements_sends_no_further_one(
     of its statements is told to stop by its connection (`_Held.cancelled`). SQLite-async only."""
     with Store.open(sqlite_db_url) as store:
         _loaded(store)
-    sent, ended, checked_out, kept, free, text = asyncio.run(
-        _cancel_between_statements(sqlite_db_url, monkeypatch)
-    )
+    sent, ended, after = asyncio.run(_cancel_between_statements(sqlite_db_url, monkeypatch))
     assert sent == 1
     assert len(ended) == 1
     assert ended[0] is not None  # the read ended without its answer
-    assert checked_out == kept <= IN_PROCESS_READERS
-    assert free == IN_PROCESS_READERS
-    assert "closing" in text
+    _assert_recovered(after)
 
 
 def _cleaning_up_badly() -> Op[Any]:
