@@ -138,6 +138,11 @@ class ReadContext:
     keys_loaded_at: float = dataclass_field(default_factory=time.monotonic, compare=False)
     unknown_key_reload_at: float = dataclass_field(default=-math.inf, compare=False)
 
+    def reload_keys(self) -> Op[None]:
+        """Load the stored cursor keys again: another process may have rotated or retired keys
+        since they were loaded."""
+        self.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
+
     def keys_due(self, claimed: int | None) -> bool:
         """Whether a cursor read should reload the stored keys first: they are older than
         `KEYS_TTL_S` (another process may have retired one), or the cursor names a key id this
@@ -332,8 +337,7 @@ def read_field_window(
     if isinstance(chosen, CursorSelector):
         header = ctx.codec.claimed(chosen.cursor, binding)
         if ctx.stored_keys and ctx.keys_due(None if header is None else header[1]):
-            # Another process may have rotated or retired keys since they were loaded.
-            ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
+            yield from ctx.reload_keys()
     if header is not None and header[0] == MATCH_VERSION:
         assert isinstance(chosen, CursorSelector)
         continued = open_match(ctx.codec, chosen.cursor, binding)

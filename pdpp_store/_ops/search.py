@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pdpp_store._core.cursor import codec_for_stored_keys, mint_page, open_page
+from pdpp_store._core.cursor import mint_page, open_page
 from pdpp_store._core.errors import BadRequest, NotFound
 from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import FieldWindowRef, RecordRef, validate_safe_name
@@ -57,7 +57,6 @@ from pdpp_store.evidence import (
 )
 
 from .reads import ReadContext
-from .writes import load_cursor_keys
 
 __all__ = ["READ_CONTEXT_CHARS", "describe_grant", "search"]
 
@@ -178,8 +177,7 @@ def search(
     after: tuple[str, str, str] | None = None
     if cursor is not None:
         if ctx.stored_keys:
-            # Another process may have rotated the keys since this store opened.
-            ctx.codec = codec_for_stored_keys((yield from load_cursor_keys(create=False)))
+            yield from ctx.reload_keys()
         after = open_page(ctx.codec, cursor, binding)
     catalogue = yield from _catalogue(ctx, grant, names, conn)
     stream_grants, groups = _groups(grant, names, catalogue)
