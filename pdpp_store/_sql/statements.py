@@ -367,10 +367,7 @@ def field_window(
     end = start + limit
     shape, terms = _grant_terms(grant)
     params = {
-        "r_conn": ref.connection_id,
-        "r_stream": ref.stream,
-        "r_id": ref.record_id,
-        "f_path": path,
+        **_record_params(ref, path),
         **terms,
         "w_first": start // CHUNK_CHARS,
         "w_last": (end - 1) // CHUNK_CHARS,
@@ -803,9 +800,7 @@ def record_preview(
     record is not visible; one row with no field: no granted field (after `after_field`)."""
     shape, terms = _grant_terms(grant)
     params = {
-        "r_conn": ref.connection_id,
-        "r_stream": ref.stream,
-        "r_id": ref.record_id,
+        **_record_params(ref),
         **terms,
         "p_chars": preview_chars,
         "p_limit": max_fields,
