@@ -216,14 +216,12 @@ class RecordView:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
         ladder: dict[str, Any] = {}
-        for item in self.fields:  # `shown_in_data`, and a ladder entry for all but complete
-            path, status = item.info.path, item.status
-            if status == "complete":
+        for item in self.fields:  # one pass: the data, and a ladder entry for all but complete
+            path = item.info.path
+            if item.shown_in_data:
                 data[path] = item.value
-                continue
-            if status == "truncated" and item.info.kind is FieldKind.TEXT:
-                data[path] = item.value
-            ladder[path] = item.to_dict()
+            if item.status != "complete":
+                ladder[path] = item.to_dict()
         return {
             "object": "record",
             "id": self.ref.id,
