@@ -28,7 +28,6 @@ class FieldKind(StrEnum):
 
     @property
     def text_like(self) -> bool:
-        return self in _TEXT_LIKE
-
-
-_TEXT_LIKE = frozenset((FieldKind.TEXT, FieldKind.JSON))
+        # Members are singletons: compared by identity, not hashed (an enum's hash is a Python
+        # method, and every card of every read asks this).
+        return self is FieldKind.TEXT or self is FieldKind.JSON

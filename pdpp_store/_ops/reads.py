@@ -64,6 +64,7 @@ from pdpp_store.evidence import (
     FieldWindow,
     RecordView,
 )
+from pdpp_store.evidence.record import built_preview, built_view
 from pdpp_store.evidence.window import deferred_cursor
 
 from .writes import load_cursor_keys
@@ -488,19 +489,22 @@ def describe_field(
 
 
 def _preview(ref: RecordRef, row: sql.PreviewRow, budget: int) -> FieldPreview:
-    """One field as the projection shows it, with at most `budget` code points of its value."""
-    info, item_count = row.info, row.item_count
-    if not info.text_like:
-        return FieldPreview(ref, info, "binary-only", item_count=item_count)
-    if min(info.size_chars, PREVIEW_CHARS) > budget:
-        return FieldPreview(ref, info, "unavailable", item_count=item_count)
-    head = row.head or ""
-    if info.size_chars <= PREVIEW_CHARS:
+    """One field as the projection shows it, with at most `budget` code points of its value.
+    Built unchecked (`built_preview`): each branch gives a preview exactly when it truncates,
+    and `binary-only` exactly to a field that is not text-like."""
+    info, item_count, head = row
+    if not info.kind.text_like:
+        return built_preview(ref, info, "binary-only", item_count=item_count)
+    size = info.size_chars
+    if min(size, PREVIEW_CHARS) > budget:
+        return built_preview(ref, info, "unavailable", item_count=item_count)
+    head = head or ""
+    if size <= PREVIEW_CHARS:
         value = head if info.kind is FieldKind.TEXT else json.loads(head)
-        return FieldPreview(ref, info, "complete", value)
+        return built_preview(ref, info, "complete", value)
     preview = head[:PREVIEW_CHARS]
     shown = preview if info.kind is FieldKind.TEXT else None  # half a JSON text is no value
-    return FieldPreview(ref, info, "truncated", shown, preview, item_count)
+    return built_preview(ref, info, "truncated", shown, preview, item_count)
 
 
 def read_record(
@@ -533,20 +537,20 @@ def read_record(
     for row in found[:RECORD_MAX_FIELDS]:
         item = _preview(ref, row, budget)
         shown = item.shown_chars
-        cost = shown + 2 * len(row.info.path) + naming
+        cost = shown + 2 * len(row[0].path) + naming
         if previews and spent + cost > RECORD_PAGE_CHARS:
             break
         previews.append(item)
         budget -= shown
         spent += cost
     more = len(found) > len(previews)
-    return RecordView(
+    return built_view(
         ref,
         version if stream_grant.fields is None else None,
         tuple(previews),
-        after_field=after_field,
-        next_after_field=previews[-1].info.path if more and previews else None,
-        only=only,
+        after_field,
+        previews[-1].info.path if more and previews else None,
+        only,
     )
 
 

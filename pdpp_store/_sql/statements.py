@@ -24,6 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache, partial
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -326,21 +327,37 @@ _KINDS = {kind.value: kind for kind in FieldKind}
 """`FieldKind(value)` for the values the store writes, without the enum's call."""
 
 
+_FIELD_META = itemgetter(*(column.name for column in FIELD_META))
+_INFOS: dict[tuple[Any, ...], FieldInfo] = {}
+"""`FieldInfo`s decoded so far, by the values of their row (a pure function of them): a field read
+again (every projection reads the same few fields again and again) gives back the card made the
+first time, not a new one. At most `_INFOS_KEPT`, then it starts again."""
+_INFOS_KEPT = 4096
+
+
 def field_info(row: Row) -> FieldInfo | None:
     """The `FieldInfo` of a row holding `FIELD_META`; None for the NULLs of an outer join that
     found the record but not the field."""
     if row["path"] is None:
         return None
-    return FieldInfo(
-        row["path"],
-        _KINDS[row["kind"]],
-        row["json_type"],
-        int(row["size_chars"]),
-        int(row["size_bytes"]),
-        row["digest"],
-        row["mime_type"],
-        row["blob_id"],
-    )
+    meta = _FIELD_META(row)
+    info = _INFOS.get(meta)
+    if info is None:
+        path, kind, json_type, size_chars, size_bytes, digest, mime_type, blob_id = meta
+        info = FieldInfo(
+            path,
+            _KINDS[kind],
+            json_type,
+            int(size_chars),
+            int(size_bytes),
+            digest,
+            mime_type,
+            blob_id,
+        )
+        if len(_INFOS) >= _INFOS_KEPT:
+            _INFOS.clear()
+        _INFOS[meta] = info
+    return info
 
 
 def window_text(rows: Rows) -> str:
@@ -864,13 +881,10 @@ def _record_preview(shape: GrantShape, projected: bool, paged: bool, chosen: boo
     )
 
 
-class PreviewRow(NamedTuple):
-    """One field of a `record_preview` answer (a named tuple: one per field of each projection)."""
-
-    info: FieldInfo
-    item_count: int | None
-    head: str | None
-    """The first `preview_chars` code points (text-like fields only)."""
+PreviewRow = tuple[FieldInfo, int | None, str | None]
+"""One field of a `record_preview` answer: its info, its item count, and the first
+`preview_chars` code points of a text-like field (a plain tuple: one per field of each
+projection)."""
 
 
 def preview_rows(rows: Rows) -> tuple[int, list[PreviewRow]]:
@@ -879,7 +893,7 @@ def preview_rows(rows: Rows) -> tuple[int, list[PreviewRow]]:
     for row in rows:
         info = field_info(row)
         if info is not None:
-            fields_found.append(PreviewRow(info, row["item_count"], row["head"]))
+            fields_found.append((info, row["item_count"], row["head"]))
     return int(rows[0]["version"]), fields_found
 
 

@@ -88,11 +88,11 @@ class FieldInfo:
         out: dict[str, Any] = {
             "path": self.path,
             "type": self.json_type,
-            "text_like": self.text_like,
+            "text_like": (text_like := self.kind.text_like),
             "size_chars": self.size_chars,
             "digest": self.digest,
         }
-        if not self.text_like:
+        if not text_like:
             out["binary_kind"] = self.kind.value
             out["mime_type"] = self.mime_type
             out["size_bytes"] = self.size_bytes

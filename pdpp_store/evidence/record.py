@@ -33,11 +33,12 @@ from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._core.window import DEFAULT_LIMIT_CHARS
 
+from ._build import slot_setters
 from ._schema import card, embedded, nullable
 from .continuation import Continuation
 from .field import FieldInfo
 
-__all__ = ["FieldPreview", "RecordView"]
+__all__ = ["FieldPreview", "RecordView", "built_preview", "built_view"]
 
 PreviewStatus = Literal["complete", "truncated", "binary-only", "unavailable"]
 
@@ -115,16 +116,18 @@ class FieldPreview:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out = {**self.info.to_dict(), "preview_status": self.status}
-        if self.preview is not None:
-            out["preview_chars"] = len(self.preview)
-            if self.info.kind is FieldKind.JSON:
-                out["preview"] = self.preview
-        if self.status in ("truncated", "unavailable") and self.item_count is not None:
-            out["item_count"] = self.item_count
-        read = self.read
-        if read is not None:
-            out["read"] = read.to_dict()
+        info, status, preview = self.info, self.status, self.preview
+        out = info.to_dict()
+        out["preview_status"] = status
+        if preview is not None:
+            out["preview_chars"] = len(preview)
+            if info.kind is FieldKind.JSON:
+                out["preview"] = preview
+        if status in {"truncated", "unavailable"}:  # `read`, spelled out
+            if self.item_count is not None:
+                out["item_count"] = self.item_count
+            offset = len(preview) if preview is not None else 0
+            out["read"] = _read_on(self.record, info.path, offset).to_dict()
         return out
 
 
@@ -204,32 +207,30 @@ class RecordView:
 
     @property
     def revision(self) -> str:
-        # Each field hashes as `json.dumps([path, kind, digest])` (default separators, ASCII),
-        # in path order; the JSON text is spelled here, string by string, by json's own encoder.
-        hashed = "".join(
-            f"[{_json_string(info.path)}, {_json_string(info.kind)}, "  # a StrEnum: its value
-            f"{_json_string(info.digest)}]"
-            for info in sorted((item.info for item in self.fields), key=_PATH)
-        )
-        return "sha256:" + hashlib.sha256(hashed.encode()).hexdigest()
+        return _revision([item.info for item in self.fields])
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
         ladder: dict[str, Any] = {}
+        infos = []
         for item in self.fields:  # one pass: the data, and a ladder entry for all but complete
-            path = item.info.path
-            if item.shown_in_data:
-                data[path] = item.value
-            if item.status != "complete":
-                ladder[path] = item.to_dict()
+            info, status = item.info, item.status
+            infos.append(info)
+            if status == "complete":  # `shown_in_data`, spelled out
+                data[info.path] = item.value
+                continue
+            if status == "truncated" and info.kind is FieldKind.TEXT:
+                data[info.path] = item.value
+            ladder[info.path] = item.to_dict()
+        ref = self.ref
         return {
             "object": "record",
-            "id": self.ref.id,
-            "uri": self.ref.uri,
-            "connection_id": self.ref.connection_id,
-            "stream": self.ref.stream,
-            "record_id": self.ref.record_id,
-            "revision": self.revision,
+            "id": ref.id,
+            "uri": ref.uri,
+            "connection_id": ref.connection_id,
+            "stream": ref.stream,
+            "record_id": ref.record_id,
+            "revision": _revision(infos),
             **({"version": self.version} if self.version is not None else {}),
             "data": data,
             "content_ladder": ladder,
@@ -238,3 +239,63 @@ class RecordView:
             "has_more_fields": self.next_after_field is not None,
             "next": None if (after := self.next) is None else after.to_dict(),
         }
+
+
+def _revision(infos: list[FieldInfo]) -> str:
+    """`RecordView.revision` of fields with these infos (in any order): each field hashes as
+    `json.dumps([path, kind, digest])` (default separators, ASCII), in path order; the JSON text
+    is spelled here, string by string, by json's own encoder."""
+    hashed = "".join(
+        f"[{_json_string(info.path)}, {_json_string(info.kind)}, "  # a StrEnum: its value
+        f"{_json_string(info.digest)}]"
+        for info in sorted(infos, key=_PATH)
+    )
+    return "sha256:" + hashlib.sha256(hashed.encode()).hexdigest()
+
+
+_NEW = object.__new__
+(_SET_RECORD, _SET_INFO, _SET_STATUS, _SET_VALUE, _SET_PREVIEW, _SET_ITEM_COUNT) = slot_setters(
+    FieldPreview, ("record", "info", "status", "value", "preview", "item_count")
+)
+(_SET_REF, _SET_VERSION, _SET_FIELDS, _SET_AFTER, _SET_NEXT_AFTER, _SET_ONLY) = slot_setters(
+    RecordView, ("ref", "version", "fields", "after_field", "next_after_field", "only")
+)
+
+
+def built_preview(  # noqa: PLR0917 - the fields of `FieldPreview`, in its order
+    record: RecordRef,
+    info: FieldInfo,
+    status: PreviewStatus,
+    value: Any = None,
+    preview: str | None = None,
+    item_count: int | None = None,
+) -> FieldPreview:
+    """`FieldPreview(...)` without its checks (`_build`), for a caller that holds its rules by
+    construction (`read_record`, one per field of every projection)."""
+    item: FieldPreview = _NEW(FieldPreview)
+    _SET_RECORD(item, record)
+    _SET_INFO(item, info)
+    _SET_STATUS(item, status)
+    _SET_VALUE(item, value)
+    _SET_PREVIEW(item, preview)
+    _SET_ITEM_COUNT(item, item_count)
+    return item
+
+
+def built_view(  # noqa: PLR0917 - the fields of `RecordView`, in its order
+    ref: RecordRef,
+    version: int | None,
+    fields: tuple[FieldPreview, ...],
+    after_field: str | None,
+    next_after_field: str | None,
+    only: tuple[str, ...] | None,
+) -> RecordView:
+    """`RecordView(...)` built as `built_preview` is (a view has no checks to skip)."""
+    view: RecordView = _NEW(RecordView)
+    _SET_REF(view, ref)
+    _SET_VERSION(view, version)
+    _SET_FIELDS(view, fields)
+    _SET_AFTER(view, after_field)
+    _SET_NEXT_AFTER(view, next_after_field)
+    _SET_ONLY(view, only)
+    return view

@@ -1,0 +1,189 @@
+"""The record projection's shortcuts (issue 14, session 5) give exactly what the long way gives:
+previews built without their checks equal checked ones, a view's `to_dict()` is the same JSON
+text as the card's rules spelled out one property at a time, and a field's metadata decoded from
+a cache equals a freshly built `FieldInfo`."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pdpp_store._core.fields import FieldKind
+from pdpp_store._core.identity import RecordRef
+from pdpp_store._ops import reads
+from pdpp_store._sql import statements as sql
+from pdpp_store.evidence import FieldInfo, FieldPreview, RecordView
+from pdpp_store.evidence.record import built_view
+
+REFS = [RecordRef("c", "s", "r"), RecordRef("conn_2", "a:b", "é 名")]
+PATHS = ["body", "a", 'q"d', "é名", "\U0001f600", "x\ny", "a.b", "z"]
+DIGESTS = ["sha256:" + "0" * 64, "sha256:" + "ab" * 32]
+
+
+@st.composite
+def preview_rows(draw: st.DrawFn) -> sql.PreviewRow:
+    """A `record_preview` field as `preview_rows` gives it: text-like fields with their head
+    (the first `PREVIEW_CHARS` code points), metadata-only fields without."""
+    kind = draw(st.sampled_from(list(FieldKind)))
+    size = draw(st.sampled_from([0, 1, 5, reads.PREVIEW_CHARS, reads.PREVIEW_CHARS + 1, 10_000]))
+    path = draw(st.sampled_from(PATHS))
+    blob = None if kind.text_like else draw(st.sampled_from([None, "blob_sha256_" + "1" * 64]))
+    info = FieldInfo(
+        path,
+        kind,
+        "string" if kind is not FieldKind.JSON else "array",
+        size,
+        size + 2,
+        draw(st.sampled_from(DIGESTS)),
+        None if kind.text_like else "application/octet-stream",
+        blob,
+    )
+    head = None
+    if kind is FieldKind.TEXT:
+        head = "é" * min(size, reads.PREVIEW_CHARS)
+    elif kind is FieldKind.JSON:  # a JSON text of `size` code points: a digit, or a string
+        head = "7" if size <= 1 else ('"' + "a" * (size - 2) + '"')[: reads.PREVIEW_CHARS]
+    count = draw(st.sampled_from([None, 0, 7]))
+    return info, count, head
+
+
+def _checked(item: FieldPreview) -> FieldPreview:
+    return FieldPreview(
+        item.record, item.info, item.status, item.value, item.preview, item.item_count
+    )
+
+
+@given(
+    st.sampled_from(REFS),
+    preview_rows(),
+    st.sampled_from([0, 1, 100, reads.PREVIEW_CHARS, reads.RECORD_BUDGET_CHARS]),
+)
+def test_a_preview_built_unchecked_is_the_checked_one(
+    ref: RecordRef, row: sql.PreviewRow, budget: int
+) -> None:
+    item = reads._preview(ref, row, budget)
+    assert type(item) is FieldPreview
+    assert _checked(item) == item  # the checks pass, and nothing differs
+    assert repr(_checked(item)) == repr(item)
+
+
+def _long_way(view: RecordView) -> dict[str, Any]:
+    """A record card spelled out from the rules, one property at a time (the card before the
+    shortcuts: each preview's `shown_in_data`, `read` and `to_dict` of its info)."""
+    data: dict[str, Any] = {}
+    ladder: dict[str, Any] = {}
+    for item in view.fields:
+        if item.shown_in_data:
+            data[item.info.path] = item.value
+        if item.status != "complete":
+            entry = {**item.info.to_dict(), "preview_status": item.status}
+            if item.preview is not None:
+                entry["preview_chars"] = len(item.preview)
+                if item.info.kind is FieldKind.JSON:
+                    entry["preview"] = item.preview
+            if item.status in ("truncated", "unavailable") and item.item_count is not None:
+                entry["item_count"] = item.item_count
+            if item.read is not None:
+                entry["read"] = item.read.to_dict()
+            ladder[item.info.path] = entry
+    hasher = hashlib.sha256()
+    for info in sorted((item.info for item in view.fields), key=lambda info: info.path):
+        hasher.update(json.dumps([info.path, info.kind.value, info.digest]).encode())
+    return {
+        "object": "record",
+        "id": view.ref.id,
+        "uri": view.ref.uri,
+        "connection_id": view.ref.connection_id,
+        "stream": view.ref.stream,
+        "record_id": view.ref.record_id,
+        "revision": "sha256:" + hasher.hexdigest(),
+        **({"version": view.version} if view.version is not None else {}),
+        "data": data,
+        "content_ladder": ladder,
+        "after_field": view.after_field,
+        **({"fields": list(view.only)} if view.only is not None else {}),
+        "has_more_fields": view.next_after_field is not None,
+        "next": None if view.next is None else view.next.to_dict(),
+    }
+
+
+@given(
+    st.sampled_from(REFS),
+    st.lists(preview_rows(), max_size=6),
+    st.sampled_from([0, 100, reads.RECORD_BUDGET_CHARS]),
+    st.sampled_from([None, 3]),
+    st.sampled_from([None, "a"]),
+    st.sampled_from([None, "z"]),
+    st.sampled_from([None, ("a", "body")]),
+)
+def test_a_record_card_is_the_json_its_rules_spell(  # noqa: PLR0917 - hypothesis draws
+    ref: RecordRef,
+    rows: list[sql.PreviewRow],
+    budget: int,
+    version: int | None,
+    after: str | None,
+    next_after: str | None,
+    only: tuple[str, ...] | None,
+) -> None:
+    """Fields in any order (a view built by hand need not be in path order), repeated paths,
+    every status: the same keys, in the same order, with the same values."""
+    fields = tuple(reads._preview(ref, row, budget) for row in rows)
+    view = built_view(ref, version, fields, after, next_after, only)
+    checked = RecordView(ref, version, fields, after, next_after, only)
+    assert view == checked
+    assert repr(view) == repr(checked)
+    assert json.dumps(view.to_dict()) == json.dumps(_long_way(checked))
+    assert view.revision == _long_way(checked)["revision"]
+
+
+def _row(**changed: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "path": "body",
+        "kind": "text",
+        "json_type": "string",
+        "size_chars": 10,
+        "size_bytes": 12,
+        "digest": DIGESTS[0],
+        "mime_type": None,
+        "blob_id": None,
+    }
+    return {**row, **changed}
+
+
+def test_field_metadata_decoded_again_is_the_same_card() -> None:
+    first = sql.field_info(_row())
+    assert first == FieldInfo("body", FieldKind.TEXT, "string", 10, 12, DIGESTS[0])
+    assert sql.field_info(_row()) is first  # decoded once
+    assert sql.field_info(_row(path=None)) is None
+
+
+def test_field_metadata_that_differs_in_any_value_is_another_card() -> None:
+    base = sql.field_info(_row())
+    assert base is not None
+    changes: dict[str, Any] = {
+        "path": "title",
+        "kind": "json",
+        "json_type": "array",
+        "size_chars": 11,
+        "size_bytes": 13,
+        "digest": DIGESTS[1],
+        "mime_type": "text/plain",
+        "blob_id": "blob_sha256_" + "1" * 64,
+    }
+    for column, value in changes.items():
+        other = sql.field_info(_row(**{column: value}))
+        assert other is not None, column
+        assert other != base, column
+        expected = FieldKind(value) if column == "kind" else value
+        assert other == dataclasses.replace(base, **{column: expected}), column
+
+
+def test_decoded_field_metadata_is_kept_within_its_bound() -> None:
+    for size in range(sql._INFOS_KEPT + 10):
+        assert sql.field_info(_row(size_chars=size)) is not None
+        assert len(sql._INFOS) <= sql._INFOS_KEPT
