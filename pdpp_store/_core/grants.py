@@ -200,6 +200,11 @@ class StreamGrant:
             resources=None if resources is None else frozenset(resources),
         )
 
+    def __hash__(self) -> int:
+        # Equal stream grants have the same canonical form, whose string keeps its hash: the
+        # statement caches hash the grant on every read, without rehashing each term.
+        return hash(self.canonical)
+
     def covers_connection(self, connection_id: str) -> bool:
         return self.instance_ids is None or connection_id in self.instance_ids
 

@@ -493,17 +493,17 @@ def _preview(ref: RecordRef, row: sql.PreviewRow, budget: int) -> FieldPreview:
     Built unchecked (`built_preview`): each branch gives a preview exactly when it truncates,
     and `binary-only` exactly to a field that is not text-like."""
     info, item_count, head = row
-    if not info.kind.text_like:
+    kind, size = info.kind, info.size_chars
+    if kind is not FieldKind.TEXT and kind is not FieldKind.JSON:  # not `text_like`
         return built_preview(ref, info, "binary-only", item_count=item_count)
-    size = info.size_chars
-    if min(size, PREVIEW_CHARS) > budget:
+    if size > budget and budget < PREVIEW_CHARS:  # min(size, PREVIEW_CHARS) > budget
         return built_preview(ref, info, "unavailable", item_count=item_count)
     head = head or ""
     if size <= PREVIEW_CHARS:
-        value = head if info.kind is FieldKind.TEXT else json.loads(head)
+        value = head if kind is FieldKind.TEXT else json.loads(head)
         return built_preview(ref, info, "complete", value)
     preview = head[:PREVIEW_CHARS]
-    shown = preview if info.kind is FieldKind.TEXT else None  # half a JSON text is no value
+    shown = preview if kind is FieldKind.TEXT else None  # half a JSON text is no value
     return built_preview(ref, info, "truncated", shown, preview, item_count)
 
 

@@ -244,13 +244,18 @@ class RecordView:
 def _revision(infos: list[FieldInfo]) -> str:
     """`RecordView.revision` of fields with these infos (in any order): each field hashes as
     `json.dumps([path, kind, digest])` (default separators, ASCII), in path order; the JSON text
-    is spelled here, string by string, by json's own encoder."""
+    is spelled here, string by string, by json's own encoder (`_hashed_field`)."""
     hashed = "".join(
-        f"[{_json_string(info.path)}, {_json_string(info.kind)}, "  # a StrEnum: its value
-        f"{_json_string(info.digest)}]"
-        for info in sorted(infos, key=_PATH)
+        [_hashed_field(info.path, info.kind, info.digest) for info in sorted(infos, key=_PATH)]
     )
     return "sha256:" + hashlib.sha256(hashed.encode()).hexdigest()
+
+
+@lru_cache(maxsize=4096)
+def _hashed_field(path: str, kind: str, digest: str) -> str:
+    """What the revision hashes of one field, once per field state (projections of the same
+    records come back again and again): `json.dumps([path, kind, digest])`."""
+    return f"[{_json_string(path)}, {_json_string(kind)}, {_json_string(digest)}]"
 
 
 _NEW = object.__new__

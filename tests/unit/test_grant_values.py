@@ -68,6 +68,9 @@ def test_both_ways_of_building_give_one_value_and_one_fingerprint() -> None:
     built, parsed = _built(WIDE), _parsed(WIDE)
     assert built == parsed
     assert built.fingerprint("emails") == parsed.fingerprint("emails")
+    # Equal stream grants hash alike (their hash is their canonical form's): one cache entry.
+    assert hash(built.streams[0]) == hash(parsed.streams[0])
+    assert len({built.streams[0], parsed.streams[0]}) == 1
     assert isinstance(built.streams, tuple)
     assert built.streams[0].fields == frozenset({"body", "subject"})
     assert built.streams[0].time_constraint == TimeConstraint(
