@@ -65,7 +65,7 @@ from pdpp_store.evidence import (
     RecordView,
 )
 from pdpp_store.evidence.record import built_preview, built_view
-from pdpp_store.evidence.window import deferred_cursor
+from pdpp_store.evidence.window import built_window, deferred_cursor
 
 from .writes import load_cursor_keys
 
@@ -385,27 +385,25 @@ def read_field_window(
     start = window_bounds(start, info.size_chars)
     end = start + len(text)
     codec = ctx.codec
-    return FieldWindow(
-        connection_id=ref.connection_id,
-        stream=ref.stream,
-        record_id=ref.record_id,
-        field=info,
-        text=text,
-        start_chars=start,
-        limit_chars=limit,
-        match_start_chars=match[0] if match else None,
-        match_end_chars=match[1] if match else None,
+    return built_window(  # `FieldWindow(...)`, checked as its constructor checks
+        ref.connection_id,
+        ref.stream,
+        ref.record_id,
+        info,
+        text,
+        start,
+        limit,
+        match[0] if match else None,
+        match[1] if match else None,
         # Minted when first read (`deferred_cursor`): a caller that wants the text pays no MAC.
-        next_cursor=deferred_cursor(codec.mint, binding, info.digest, end, limit)
+        deferred_cursor(codec.mint, binding, info.digest, end, limit)
         if end < info.size_chars
         else None,
-        previous_cursor=deferred_cursor(
-            codec.mint, binding, info.digest, max(0, start - limit), limit
-        )
+        deferred_cursor(codec.mint, binding, info.digest, max(0, start - limit), limit)
         if start > 0
         else None,
-        warnings=tuple(warnings),
-        next_match_cursor=deferred_cursor(
+        tuple(warnings),
+        deferred_cursor(
             mint_match,
             codec,
             binding,

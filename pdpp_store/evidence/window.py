@@ -24,11 +24,12 @@ from typing import Any, ClassVar
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._core.window import MAX_LIMIT_CHARS
 
+from ._build import slot_setters
 from ._schema import card, embedded, nullable, warning_list
 from .continuation import Continuation
 from .field import FieldInfo
 
-__all__ = ["FieldWindow", "deferred_cursor"]
+__all__ = ["FieldWindow", "built_window", "deferred_cursor"]
 
 _OFFSET = {"type": "integer", "minimum": 0}
 _CURSOR = nullable({"type": "string", "minLength": 1})
@@ -265,6 +266,76 @@ class _MintedOnRead:
 
     def __set__(self, window: FieldWindow, value: object) -> None:
         self._slot.__set__(window, value)  # only `__init__` sets: the window is frozen
+
+
+_FIELD_NAMES = (
+    "connection_id",
+    "stream",
+    "record_id",
+    "field",
+    "text",
+    "start_chars",
+    "limit_chars",
+    "match_start_chars",
+    "match_end_chars",
+    "next_cursor",
+    "previous_cursor",
+    "warnings",
+    "next_match_cursor",
+)
+(
+    _SET_CONNECTION,
+    _SET_STREAM,
+    _SET_RECORD_ID,
+    _SET_FIELD,
+    _SET_TEXT,
+    _SET_START,
+    _SET_LIMIT,
+    _SET_MATCH_START,
+    _SET_MATCH_END,
+    _SET_NEXT,
+    _SET_PREVIOUS,
+    _SET_WARNINGS,
+    _SET_NEXT_MATCH,
+) = slot_setters(FieldWindow, _FIELD_NAMES)
+"""The slots' own setters (taken before the cursor fields become `_MintedOnRead`)."""
+_NEW = object.__new__
+
+
+def built_window(  # noqa: PLR0917 - the fields of `FieldWindow`, in its order
+    connection_id: str,
+    stream: str,
+    record_id: str,
+    field: FieldInfo,
+    text: str,
+    start_chars: int,
+    limit_chars: int,
+    match_start_chars: int | None,
+    match_end_chars: int | None,
+    next_cursor: str | None,
+    previous_cursor: str | None,
+    warnings: tuple[dict[str, str], ...],
+    next_match_cursor: str | None,
+) -> FieldWindow:
+    """`FieldWindow(...)`, every field given in order, through its slots' own setters rather
+    than a frozen `__init__`'s `object.__setattr__` (`_build`); it checks itself as the
+    constructor does (rule 1: the same `ValueError`s), and is then the same value (tested)."""
+    window: FieldWindow = _NEW(FieldWindow)
+    _SET_CONNECTION(window, connection_id)
+    _SET_STREAM(window, stream)
+    _SET_RECORD_ID(window, record_id)
+    _SET_FIELD(window, field)
+    _SET_TEXT(window, text)
+    _SET_START(window, start_chars)
+    _SET_LIMIT(window, limit_chars)
+    _SET_MATCH_START(window, match_start_chars)
+    _SET_MATCH_END(window, match_end_chars)
+    _SET_NEXT(window, next_cursor)
+    _SET_PREVIOUS(window, previous_cursor)
+    _SET_WARNINGS(window, warnings)
+    _SET_NEXT_MATCH(window, next_match_cursor)
+    window.__post_init__()
+    return window
 
 
 _CURSOR_TYPES = (str, _Deferred)

@@ -1,15 +1,18 @@
-"""The record projection's shortcuts (issue 14, session 5) give exactly what the long way gives:
-previews built without their checks equal checked ones, a view's `to_dict()` is the same JSON
-text as the card's rules spelled out one property at a time, and a field's metadata decoded from
-a cache equals a freshly built `FieldInfo`."""
+"""The read path's shortcuts for cards (issue 14, session 5) give exactly what the long way
+gives: previews built without their checks equal checked ones, a view's `to_dict()` is the same
+JSON text as the card's rules spelled out one property at a time, a field's metadata decoded from
+a cache equals a freshly built `FieldInfo`, and a window built through its slots is the
+constructor's window, refusing what the constructor refuses."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import re
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +22,7 @@ from pdpp_store._ops import reads
 from pdpp_store._sql import statements as sql
 from pdpp_store.evidence import FieldInfo, FieldPreview, RecordView
 from pdpp_store.evidence.record import built_view
+from pdpp_store.evidence.window import FieldWindow, built_window
 
 REFS = [RecordRef("c", "s", "r"), RecordRef("conn_2", "a:b", "é 名")]
 PATHS = ["body", "a", 'q"d', "é名", "\U0001f600", "x\ny", "a.b", "z"]
@@ -187,3 +191,60 @@ def test_decoded_field_metadata_is_kept_within_its_bound() -> None:
     for size in range(sql._INFOS_KEPT + 10):
         assert sql.field_info(_row(size_chars=size)) is not None
         assert len(sql._INFOS) <= sql._INFOS_KEPT
+
+
+_WINDOW_TEXT = "abcdefghij"
+
+
+@given(
+    st.integers(min_value=-1, max_value=12),  # start_chars
+    st.integers(min_value=0, max_value=12),  # limit_chars
+    st.integers(min_value=0, max_value=12),  # the text's length
+    st.sampled_from([None, (1, 3), (3, 3), (2, 99), (None, 3)]),  # the match
+    st.sampled_from([None, "n"]),
+    st.sampled_from([None, "p", 7]),
+    st.sampled_from([None, "m"]),
+    st.booleans(),
+)
+def test_a_window_built_through_its_slots_is_the_constructor_s(  # noqa: PLR0917 - draws
+    start: int,
+    limit: int,
+    length: int,
+    match: tuple[int | None, int] | None,
+    next_cursor: str | None,
+    previous_cursor: Any,
+    next_match: str | None,
+    consistent: bool,
+) -> None:
+    """Any values, and (`consistent`) values that make a window: text and cursors as the rules
+    derive them from the start and the limit."""
+    info = FieldInfo("body", FieldKind.TEXT, "string", 10, 10, DIGESTS[0])
+    if consistent and 0 <= start <= 10 and limit >= 1:
+        length = min(limit, 10 - start)
+        next_cursor = "n" if start + length < 10 else None
+        previous_cursor = "p" if start > 0 else None
+    args = (
+        "c",
+        "s",
+        "r",
+        info,
+        _WINDOW_TEXT[:length],
+        start,
+        limit,
+        None if match is None else match[0],
+        None if match is None else match[1],
+        next_cursor,
+        previous_cursor,
+        ({"code": "limit_clamped", "param": "limit_chars"},),
+        next_match,
+    )
+    try:
+        expected = FieldWindow(*args)
+    except ValueError as refused:
+        with pytest.raises(ValueError, match=f"^{re.escape(str(refused))}$"):
+            built_window(*args)
+        return
+    window = built_window(*args)
+    assert window == expected
+    assert repr(window) == repr(expected)
+    assert window.to_dict() == expected.to_dict()
