@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from .errors import BadRequest
 from .identity import is_unicode
 from .selector import SELECTOR_ARGS
+from .slots import slot_setters
 
 __all__ = [
     "DEFAULT_CONTEXT_CHARS",
@@ -216,12 +217,23 @@ def _plain_window(args: dict[str, object]) -> Selector | None:
     if cursor is not None:
         if type(cursor) is not str or not cursor:
             return None
-        return CursorSelector(cursor, limit)
+        chosen: Selector = _NEW(CursorSelector)  # checked above: built as `_core.slots` says
+        _SET_CURSOR(chosen, cursor)
+        _SET_CURSOR_LIMIT(chosen, limit)
+        return chosen
     if offset is None and len(args) == (0 if limit is None else 1):
-        return OffsetSelector(0, DEFAULT_LIMIT_CHARS if limit is None else limit)
-    if type(offset) is not int or offset < 0:
+        offset = 0
+    elif type(offset) is not int or offset < 0:
         return None
-    return OffsetSelector(offset, DEFAULT_LIMIT_CHARS if limit is None else limit)
+    chosen = _NEW(OffsetSelector)
+    _SET_OFFSET(chosen, offset)
+    _SET_OFFSET_LIMIT(chosen, DEFAULT_LIMIT_CHARS if limit is None else limit)
+    return chosen
+
+
+_NEW = object.__new__
+_SET_OFFSET, _SET_OFFSET_LIMIT = slot_setters(OffsetSelector, ("offset_chars", "limit_chars"))
+_SET_CURSOR, _SET_CURSOR_LIMIT = slot_setters(CursorSelector, ("cursor", "limit_chars"))
 
 
 # -- arithmetic -------------------------------------------------------------------------------

@@ -264,7 +264,10 @@ def _resolve(
     chosen, warnings = parse_selector(**selector) if selector is not None else (None, ())
     grant.ensure_usable()
     stream_grant = grant.stream(ref.stream)
-    scoped = yield from _connection(ref, stream_grant, known)
+    if known and type(ref) is RecordRef and stream_grant.covers_connection(ref.connection_id):
+        scoped = ref  # what `_connection` answers here, without a generator per read
+    else:
+        scoped = yield from _connection(ref, stream_grant, known)
     if path is not None and not stream_grant.allows_field(checked_path):
         raise Forbidden(
             "field_not_granted",

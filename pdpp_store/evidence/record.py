@@ -31,9 +31,9 @@ from typing import Any, ClassVar, Literal
 
 from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
+from pdpp_store._core.slots import slot_setters
 from pdpp_store._core.window import DEFAULT_LIMIT_CHARS
 
-from ._build import slot_setters
 from ._schema import card, embedded, nullable
 from .continuation import Continuation
 from .field import FieldInfo
@@ -275,7 +275,7 @@ def built_preview(  # noqa: PLR0917 - the fields of `FieldPreview`, in its order
     preview: str | None = None,
     item_count: int | None = None,
 ) -> FieldPreview:
-    """`FieldPreview(...)` without its checks (`_build`), for a caller that holds its rules by
+    """`FieldPreview(...)` without its checks (`_core.slots`), for a caller that holds its rules by
     construction (`read_record`, one per field of every projection)."""
     item: FieldPreview = _NEW(FieldPreview)
     _SET_RECORD(item, record)

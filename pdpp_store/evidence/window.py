@@ -22,9 +22,9 @@ from functools import partial
 from typing import Any, ClassVar
 
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
+from pdpp_store._core.slots import slot_setters
 from pdpp_store._core.window import MAX_LIMIT_CHARS
 
-from ._build import slot_setters
 from ._schema import card, embedded, nullable, warning_list
 from .continuation import Continuation
 from .field import FieldInfo
@@ -318,7 +318,7 @@ def built_window(  # noqa: PLR0917 - the fields of `FieldWindow`, in its order
     next_match_cursor: str | None,
 ) -> FieldWindow:
     """`FieldWindow(...)`, every field given in order, through its slots' own setters rather
-    than a frozen `__init__`'s `object.__setattr__` (`_build`); it checks itself as the
+    than a frozen `__init__`'s `object.__setattr__` (`_core.slots`); it checks itself as the
     constructor does (rule 1: the same `ValueError`s), and is then the same value (tested)."""
     window: FieldWindow = _NEW(FieldWindow)
     _SET_CONNECTION(window, connection_id)

@@ -1,4 +1,4 @@
-"""Building a frozen card without its `__init__`, for the library's own hot paths.
+"""Building a frozen value without its `__init__`, for the library's own hot paths.
 
 A frozen dataclass's `__init__` sets each field through `object.__setattr__` (its own
 `__setattr__` refuses), which costs about 90 ns a field; a slot's own setter costs half that. A
