@@ -195,8 +195,9 @@ class RecordView:
     @property
     def next(self) -> Continuation | None:
         """The projection of the next page of fields, when the record is wider than this one."""
-        if self.next_after_field is None:
-            return None
+        return None if self.next_after_field is None else self._next()
+
+    def _next(self) -> Continuation:
         arguments: dict[str, Any] = {
             "record": self.ref.argument,
             "after_field": self.next_after_field,
@@ -237,18 +238,34 @@ class RecordView:
             "after_field": self.after_field,
             **({"fields": list(self.only)} if self.only is not None else {}),
             "has_more_fields": self.next_after_field is not None,
-            "next": None if (after := self.next) is None else after.to_dict(),
+            "next": None if self.next_after_field is None else self._next().to_dict(),
         }
 
 
 def _revision(infos: list[FieldInfo]) -> str:
     """`RecordView.revision` of fields with these infos (in any order): each field hashes as
     `json.dumps([path, kind, digest])` (default separators, ASCII), in path order; the JSON text
-    is spelled here, string by string, by json's own encoder (`_hashed_field`)."""
-    hashed = "".join(
+    is spelled here, string by string, by json's own encoder (`_hashed_field`). The digest of
+    a small record's fields is remembered (`_REVISIONS`)."""
+    pieces = tuple(
         [_hashed_field(info.path, info.kind, info.digest) for info in sorted(infos, key=_PATH)]
     )
-    return "sha256:" + hashlib.sha256(hashed.encode()).hexdigest()
+    revision = _REVISIONS.get(pieces)
+    if revision is None:
+        hashed = "".join(pieces)
+        revision = "sha256:" + hashlib.sha256(hashed.encode()).hexdigest()
+        if len(hashed) <= _REVISION_KEPT_CHARS:
+            if len(_REVISIONS) >= _REVISIONS_KEPT:
+                _REVISIONS.clear()
+            _REVISIONS[pieces] = revision
+    return revision
+
+
+_REVISIONS: dict[tuple[str, ...], str] = {}
+"""Revisions by what they hash (a pure function of it), for fields whose hashed text is at most
+`_REVISION_KEPT_CHARS`: at most `_REVISIONS_KEPT` of them (then it starts again), so a few MB."""
+_REVISIONS_KEPT = 1024
+_REVISION_KEPT_CHARS = 4096
 
 
 @lru_cache(maxsize=4096)

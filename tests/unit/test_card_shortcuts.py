@@ -248,3 +248,32 @@ def test_a_window_built_through_its_slots_is_the_constructor_s(  # noqa: PLR0917
     assert window == expected
     assert repr(window) == repr(expected)
     assert window.to_dict() == expected.to_dict()
+
+
+def test_remembered_revisions_are_bounded_and_keep_only_small_records() -> None:
+    from pdpp_store.evidence import record
+
+    def view(*paths: str) -> RecordView:
+        fields = tuple(
+            FieldPreview(
+                REFS[0],
+                FieldInfo(path, FieldKind.TEXT, "string", 1, 1, DIGESTS[0]),
+                "complete",
+                "x",
+            )
+            for path in paths
+        )
+        return RecordView(REFS[0], 1, fields)
+
+    for n in range(record._REVISIONS_KEPT + 10):
+        small = view(f"p{n}", "q")
+        assert small.revision == view("q", f"p{n}").revision == _long_way(small)["revision"]
+        assert len(record._REVISIONS) <= record._REVISIONS_KEPT
+    wide = view(*(f"{'w' * 100}{n}" for n in range(60)))
+    hashed = "".join(
+        json.dumps([f.info.path, f.info.kind.value, f.info.digest]) for f in wide.fields
+    )
+    assert len(hashed) > record._REVISION_KEPT_CHARS
+    before = dict(record._REVISIONS)
+    assert wide.revision == _long_way(wide)["revision"]
+    assert before == record._REVISIONS  # a wide record's revision is not kept
