@@ -183,8 +183,8 @@ def test_field_metadata_that_differs_in_any_value_is_another_card() -> None:
         other = sql.field_info(_row(**{column: value}))
         assert other is not None, column
         assert other != base, column
-        expected = FieldKind(value) if column == "kind" else value
-        assert other == dataclasses.replace(base, **{column: expected}), column
+        expected: dict[str, Any] = {column: FieldKind(value) if column == "kind" else value}
+        assert other == dataclasses.replace(base, **expected), column
 
 
 def test_decoded_field_metadata_is_kept_within_its_bound() -> None:
