@@ -42,6 +42,7 @@ import asyncio
 import logging
 import sqlite3
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -67,7 +68,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from ._core.errors import BadRequest, Conflict, StoreError, Unavailable
 from ._core.identity import is_unicode
 from ._sql.dialects import Capabilities, capabilities
-from ._sql.requests import Commit, DriverSQL, Execute, Op, Rows
+from ._sql.requests import Commit, DriverSQL, Execute, Op, Request, Rows
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_S",
@@ -81,6 +82,7 @@ __all__ = [
     "async_url",
     "busy",
     "check_busy_timeout",
+    "configure_sqlite",
     "engine_options",
     "install_hooks",
     "migrate",
@@ -440,18 +442,28 @@ def _advance(
     op: Op[Any],
     reply: Rows | None,
     held: _Held | None = None,
+    request: Request | None = None,
+    *,
+    inline: bool = False,
 ) -> tuple[bool, Any]:
-    """Resume `op` with `reply` and answer its requests on the DBAPI connection `dbapi`, until it
-    ends (`(True, its value)`) or asks for a statement that needs SQLAlchemy at execution
-    (`(False, that request)`: the caller runs it and resumes `op` with its answer). Both fronts
-    run reads through here: the sync one on the calling thread, the async one on SQLite in the
-    connection's own thread (`AsyncReaders`), where the read may be cancelled meanwhile (`held`:
-    then no further statement is sent)."""
+    """Resume `op` with `reply` (or first answer `request`, one of its requests handed over
+    unanswered) and answer its requests on the DBAPI connection `dbapi`, until it ends
+    (`(True, its value)`) or asks for a statement that needs SQLAlchemy at execution (`(False,
+    that request)`: the caller runs it and resumes `op` with its answer). Both fronts run reads
+    through here: the sync one on the calling thread, the async one on SQLite on the event loop
+    (`inline`) and in the connection's own thread (`AsyncReaders`), where the read may be
+    cancelled meanwhile (`held`: then no further statement is sent). `inline` runs only bounded
+    statements (`Execute.bounded`) and never waits on a lock: a statement that is not bounded,
+    or that finds the database locked (its connection's busy timeout is 0), is handed back
+    unanswered, `(False, it)`, for the connection's thread to go on from."""
     try:
-        request = op.send(reply)
+        if request is None:
+            request = op.send(reply)
         while True:
             reply = None
             if isinstance(request, Execute) and request.runs_on(statements.dialect):
+                if inline and not request.bounded:
+                    return False, request
                 plan = statements.plan(request)
                 if plan is None:
                     return False, request
@@ -463,6 +475,10 @@ def _advance(
                     cursor.execute(plan.sql, parameters)
                     description = cursor.description
                     raw = cursor.fetchall() if description is not None else ()
+                except sqlite3.OperationalError as exc:
+                    if inline and exc.sqlite_errorcode & 0xFF in _SQLITE_BUSY:
+                        return False, request  # sent again from the thread, which may wait
+                    raise
                 finally:
                     cursor.close()
                 reply = statements.received(plan, raw, description)
@@ -707,10 +723,15 @@ async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T
 
 
 def _advance_on(
-    statements: Statements, held: _Held, op: Op[Any], reply: Rows | None
+    statements: Statements,
+    held: _Held,
+    op: Op[Any],
+    reply: Rows | None,
+    request: Request | None = None,
 ) -> tuple[bool, Any]:
     """`_advance` on an aiosqlite connection's own SQLite connection: run in its thread."""
-    return _advance(statements, held.driver._conn, op, reply, held)  # the thread's: see `_Held`
+    dbapi = held.driver._conn  # the thread's: see `_Held`
+    return _advance(statements, dbapi, op, reply, held, request)
 
 
 _CURSOR_KEPT_ROWS = 64
@@ -799,6 +820,13 @@ def _close(op: Op[Any]) -> None:
             raise
 
 
+_INLINE_TURN_S = 0.0005
+"""How long reads on the event loop run back to back before letting the loop's other tasks run:
+a read that runs on the loop whole does not suspend, so a task reading in a loop would hold the
+loop to its end. A yield costs ~2 µs, 4% of a SQLite window read: paid once per turn, not per
+read, so a task holds the loop at most this long plus one read (each of them bounded)."""
+
+
 class AsyncReaders:
     """The read connections of an `AsyncStore`: at most `READER_SLOTS` at once, kept open
     between reads (a read holds no transaction, so a kept connection costs the database
@@ -822,6 +850,13 @@ class AsyncReaders:
         self.statements = Statements(engine.sync_engine)
         in_process = self.statements.dialect.runs_in_process
         self._slots = asyncio.Semaphore(IN_PROCESS_READERS if in_process else READER_SLOTS)
+        self._on_the_loop = in_process
+        """Bounded statements run on the event loop (SQLite), on `_inline`."""
+        self._inline: sqlite3.Connection | None = None
+        """The SQLite connection of reads on the loop, opened at the first (`_inline_connection`):
+        one serves them all, as they run one at a time, each to its end or hand-over."""
+        self._turn_ends = 0.0
+        """When reads on the loop next let other tasks run (`_INLINE_TURN_S`)."""
         self._idle: list[_Held] = []
         self._stale: list[_Held] = []
         """Kept connections let go by `_on_error`, closed by the next read or `close`."""
@@ -840,15 +875,64 @@ class AsyncReaders:
 
     async def run(self, op: Op[T]) -> T:
         try:
+            request: Request | None = None
+            if self._on_the_loop:
+                if time.monotonic() >= self._turn_ends:  # see `_INLINE_TURN_S`
+                    await asyncio.sleep(0)
+                    self._turn_ends = time.monotonic() + _INLINE_TURN_S
+                done, value = self._run_inline(op)
+                if done:
+                    return value  # type: ignore[no-any-return]
+                request = value
             await self._acquire()
             try:
-                return await self._run(op)
+                return await self._run(op, request)
             except _DB_ERRORS as exc:
                 raise translate_db_error(exc) from exc
             finally:
                 self._slots.release()
         finally:
             _close(op)
+
+    def _run_inline(self, op: Op[Any]) -> tuple[bool, Any]:
+        """Run `op` on the event loop while it asks for bounded statements: `(True, its value)`,
+        or `(False, the request to go on from)` in a connection's thread."""
+        try:
+            dbapi = self._inline_connection()
+            try:
+                return _advance(self.statements, dbapi, op, None, inline=True)
+            except BaseException as exc:
+                if not _healthy(exc):
+                    self._close_inline()
+                raise
+            finally:
+                if self._closed:  # a read that ends after `close` keeps nothing
+                    self._close_inline()
+        except _DB_ERRORS as exc:
+            raise translate_db_error(exc) from exc
+
+    def _inline_connection(self) -> sqlite3.Connection:
+        """The loop's SQLite connection, opened if none is kept: configured as the pool's
+        (`configure_sqlite`), but with a busy timeout of 0, as the loop never waits on a lock,
+        and without touching the file, so opening it meets none."""
+        if self._inline is not None:
+            return self._inline
+        database = self._engine.url.database
+        assert database is not None  # `sync_url` refuses a SQLite URL without a file
+        dbapi = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
+        try:
+            configure_sqlite(dbapi, busy_timeout_ms=0, wal=False)
+        except BaseException:
+            dbapi.close()
+            raise
+        self._inline = dbapi
+        return dbapi
+
+    def _close_inline(self) -> None:
+        dbapi, self._inline = self._inline, None
+        if dbapi is not None:
+            with suppress(Exception):
+                dbapi.close()
 
     async def _acquire(self) -> None:
         """A read slot, waited for at most `busy_timeout_s` (a free one is taken at once, without
@@ -862,13 +946,13 @@ class AsyncReaders:
         except TimeoutError:
             raise busy("every read connection of this store is in use; retry") from None
 
-    async def _run(self, op: Op[T]) -> T:
+    async def _run(self, op: Op[T], request: Request | None) -> T:
         if self._stale:
             await self._let_go_of_idle(closing=False)
         epoch = self._epoch
         held = self._idle.pop() if self._idle else await self._checkout()
         try:
-            result = await self._drive(held, op)
+            result = await self._drive(held, op, request)
         except BaseException as exc:
             if _healthy(exc):
                 await self._put_back(held, epoch)
@@ -896,6 +980,7 @@ class AsyncReaders:
         once, and closed in one shielded task, so a cancellation leaves none behind."""
         self._epoch += 1
         self._closed = self._closed or closing
+        self._close_inline()
         idle, self._idle = self._idle, []
         stale, self._stale = self._stale, []
         if idle or stale:
@@ -914,10 +999,10 @@ class AsyncReaders:
             raise
         return _Held(conn, pooled, driver)
 
-    async def _drive(self, held: _Held, op: Op[T]) -> T:
+    async def _drive(self, held: _Held, op: Op[T], request: Request | None) -> T:
         statements = self.statements
         if held.in_thread:
-            return await self._drive_in_thread(held, op)
+            return await self._drive_in_thread(held, op, request)
         try:
             request = next(op)
             while True:
@@ -935,11 +1020,12 @@ class AsyncReaders:
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
-    async def _drive_in_thread(self, held: _Held, op: Op[T]) -> T:
-        """SQLite: the whole read in the connection's thread (see `_Held`), coming back to the
-        loop only for a statement that needs SQLAlchemy at execution."""
+    async def _drive_in_thread(self, held: _Held, op: Op[T], request: Request | None) -> T:
+        """SQLite: the read (from `request`, where the loop handed it over) in the connection's
+        thread (see `_Held`), coming back to the loop only for a statement that needs SQLAlchemy
+        at execution."""
         statements, driver = self.statements, held.driver
-        done, value = await driver._execute(_advance_on, statements, held, op, None)
+        done, value = await driver._execute(_advance_on, statements, held, op, None, request)
         while not done:
             statement = value.statement_for(statements.dialect)
             answer = _reply(await held.conn.execute(statement, value.params))
@@ -1082,6 +1168,25 @@ def engine_options(url: str, busy_timeout_s: float) -> dict[str, Any]:
     return options
 
 
+def configure_sqlite(dbapi_connection: Any, *, busy_timeout_ms: int, wal: bool = True) -> None:
+    """A SQLite connection of the store, as it is opened: no driver transactions (Rule 3), a
+    busy timeout, WAL. The pool's connections (`install_hooks`) and the async front's connection
+    on the event loop (`AsyncReaders`) alike; that one, a reader that never waits on a lock,
+    has a busy timeout of 0 and leaves out `journal_mode=WAL` (`wal=False`): the store's opener
+    has made the file WAL for good, and it is the only pragma here that touches the file, so the
+    connection opens without meeting a lock (its first statement meets any)."""
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    for pragma in (
+        f"busy_timeout={busy_timeout_ms}",
+        *(("journal_mode=WAL",) if wal else ()),
+        "synchronous=NORMAL",
+        "foreign_keys=ON",
+    ):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+
+
 def install_hooks(engine: Engine, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
     """Where the store begins transactions itself (SQLite): pragmas on connect, and BEGIN
     emitted by the store (Rule 3). Nothing elsewhere. The busy timeout comes first: switching a
@@ -1091,16 +1196,7 @@ def install_hooks(engine: Engine, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        for pragma in (
-            f"busy_timeout={max(1, round(busy_timeout_s * 1000))}",
-            "journal_mode=WAL",
-            "synchronous=NORMAL",
-            "foreign_keys=ON",
-        ):
-            cursor.execute(f"PRAGMA {pragma}")
-        cursor.close()
+        configure_sqlite(dbapi_connection, busy_timeout_ms=max(1, round(busy_timeout_s * 1000)))
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:

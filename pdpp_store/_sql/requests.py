@@ -65,12 +65,19 @@ class Execute:
     index); elsewhere the reply is None, without a round trip."""
     rows: Sequence[Sequence[Any]] | None = None
     """The positional rows of a `DriverSQL` statement (its parameters)."""
+    bounded: bool = False
+    """The statement's cost is bounded by a small constant whatever the data: index lookups and
+    at most a few chunk rows (a window of at most `MAX_LIMIT_CHARS`, a budgeted projection, a
+    catalogue or metadata lookup). An async read on SQLite runs such a statement on the event
+    loop, and any other (one that may scan: a match, a search, a blob range) in its
+    connection's thread (`_runtime.AsyncReaders`). Set where the statement is built; the
+    default is the safe one."""
 
     def runs_on(self, capabilities: Capabilities) -> bool:
         return self.when is None or self.when(capabilities)
 
     def with_params(self, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Execute:
-        return Execute(self.statement, params, self.when, self.rows)
+        return Execute(self.statement, params, self.when, self.rows, self.bounded)
 
     def prepared(self, capabilities: Capabilities) -> Statement:
         """What the driver runs on a database of these capabilities."""

@@ -16,6 +16,10 @@ Rules:
    in SQL; a match scan returns one chunk number, one position and the field's digest.
 6. Every selected column has a label, and each statement's rows are decoded by the function
    below it (`field_info`, `window_text`, `match_bounds`, ...), by label, never by position.
+7. A statement whose cost is bounded by a small constant whatever the data (catalogue and
+   metadata lookups, a window of at most `MAX_LIMIT_CHARS`, a budgeted projection) is built
+   `bounded=True` (`Execute.bounded`: an async SQLite read runs it on the event loop); one that
+   may scan (a match, a search, a blob range, a blob's reach) is not.
 """
 
 from __future__ import annotations
@@ -147,7 +151,7 @@ def _kind_in(text_like: bool) -> ColumnElement[bool]:
 
 
 def stream_spec(connection_id: str, stream: str) -> Execute:
-    return Execute(_stream_spec(), {"r_conn": connection_id, "r_stream": stream})
+    return Execute(_stream_spec(), {"r_conn": connection_id, "r_stream": stream}, bounded=True)
 
 
 @cache
@@ -179,7 +183,7 @@ def stream_spec_of(stream: str, rows: Rows) -> StreamSpec | None:
 
 
 def connection_exists(connection_id: str) -> Execute:
-    return Execute(_connection_exists(), {"r_conn": connection_id})
+    return Execute(_connection_exists(), {"r_conn": connection_id}, bounded=True)
 
 
 @cache
@@ -195,7 +199,7 @@ def connector_of(rows: Rows) -> str | None:
 
 
 def stream_declared_anywhere(stream: str) -> Execute:
-    return Execute(_stream_declared_anywhere(), {"r_stream": stream})
+    return Execute(_stream_declared_anywhere(), {"r_stream": stream}, bounded=True)
 
 
 @cache
@@ -394,7 +398,7 @@ def field_window(
     if digest_prefix is not None:
         params["w_prefix"] = digest_prefix
         params["w_prefix_len"] = len(digest_prefix)
-    return Execute(_field_window(shape, digest_prefix is not None), params)
+    return Execute(_field_window(shape, digest_prefix is not None), params, bounded=True)
 
 
 @cache
@@ -430,7 +434,7 @@ def _field_window(shape: GrantShape, with_prefix: bool) -> Select[Any]:
 
 def field_meta(ref: RecordRef, path: str, grant: StreamGrant) -> Execute:
     params = {**_record_params(ref, path), **grant_params(grant)}
-    return Execute(_field_meta(GrantShape.of(grant)), params)
+    return Execute(_field_meta(GrantShape.of(grant)), params, bounded=True)
 
 
 @cache
@@ -831,6 +835,7 @@ def record_preview(
     return Execute(
         _record_preview(shape, grant.fields is not None, after_field is not None, only is not None),
         params,
+        bounded=True,  # at most `max_fields` fields, each at most one chunk's head
     )
 
 
@@ -934,7 +939,7 @@ def _blob_referenced(shapes: tuple[tuple[GrantShape, bool], ...]) -> Select[Any]
 
 def blob_metadata(blob_id: str) -> Execute:
     """A blob's metadata by id: blob tables only (see `blob_referenced`)."""
-    return Execute(_blob_metadata(), {"b_id": blob_id})
+    return Execute(_blob_metadata(), {"b_id": blob_id}, bounded=True)
 
 
 @cache

@@ -47,7 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import ConnectionPoolEntry, Pool, QueuePool
 
-from pdpp_store import AsyncStore, NotFound, Store, StoreError, _runtime
+from pdpp_store import AsyncStore, FieldWindow, NotFound, Store, StoreError, _runtime
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._runtime import IN_PROCESS_READERS, READER_SLOTS, RETRY_AFTER_S, observing
 from pdpp_store._sql.requests import Execute, Op
@@ -227,8 +227,9 @@ class _Holding:
 
 
 class _Blocking(_Holding):
-    """SQLite: the observer blocks the read's thread (a SQLite read runs in its connection's
-    thread, never on the event loop's: a read that does would fail this test, not hang it)."""
+    """SQLite: the observer blocks the read's thread (a SQLite read that may scan, as the held
+    ones here, runs in its connection's thread, never on the event loop's: a read that does
+    would fail this test, not hang it)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -322,34 +323,43 @@ async def _read_with_every_slot_held(url: str) -> tuple[StoreError, float, int, 
             await store.register_manifest(gmail)
             await store.add_connection(MAILBOX, gmail["connector_id"])
             await store.upsert_records(MAILBOX, "message_bodies", [body("e1", BODY)])
-            await store.read_record(BOTH, REF)  # the catalogue, cached: one statement per read
+            await _matching(store)  # the catalogue, cached: one statement per read
             slots = IN_PROCESS_READERS if in_process else READER_SLOTS
             # A connection per slot, opened now and kept: a held read waits at its statement
-            # only (through the stalled relay, opening a connection would wait too).
-            await asyncio.gather(*(store.read_record(BOTH, REF) for _ in range(slots)))
+            # only (through the stalled relay, opening a connection would wait too). Reads that
+            # may scan: on SQLite, bounded ones run on the event loop and take no slot.
+            await asyncio.gather(*(_matching(store) for _ in range(slots)))
             assert store._readers.kept() == slots
             await holding.hold(slots)
-            holders = [asyncio.ensure_future(store.read_record(BOTH, REF)) for _ in range(slots)]
+            holders = [asyncio.ensure_future(_matching(store)) for _ in range(slots)]
             await asyncio.wait_for(holding.all_held.wait(), 30)
             held = _checked_out(store.engine.pool)
             started = asyncio.get_running_loop().time()
             with pytest.raises(StoreError) as refused:
-                await asyncio.wait_for(store.read_record(BOTH, REF), 30)
+                await asyncio.wait_for(_matching(store), 30)
             waited = asyncio.get_running_loop().time() - started
             assert holding.arrived == slots  # the refused read never reached the database
             assert _checked_out(store.engine.pool) == held == slots  # nor took a connection
+            if isinstance(holding, _Blocking):  # a bounded read needs no slot: it answers
+                assert (await store.read_record(BOTH, REF)).ref.record_id == "e1"
+                assert holding.on_the_loop == 1  # on the event loop
             holding.release()
             answers = await asyncio.gather(*holders)
-            assert all(answer.ref.record_id == "e1" for answer in answers)
+            assert all("closing" in answer.text for answer in answers)
             if isinstance(holding, _Blocking):
-                assert holding.on_the_loop == 0  # SQLite reads run off the event loop
+                assert holding.on_the_loop == 1  # reads that may scan ran off the event loop
             # Every slot is free again: as many reads at once as there are slots, then one more.
-            await asyncio.gather(*(store.read_record(BOTH, REF) for _ in range(slots)))
-            await store.read_record(BOTH, REF)
+            await asyncio.gather(*(_matching(store) for _ in range(slots)))
+            await _matching(store)
         return refused.value, waited, _checked_out(store.engine.pool), store._readers.kept()
     finally:
         await holding.close()
         await store.close()
+
+
+async def _matching(store: AsyncStore) -> FieldWindow:
+    """A read that may scan (a match): never run on the event loop, on SQLite either."""
+    return await store.read_field_window(BOTH, REF, "body_text", q="closing")
 
 
 def test_an_async_read_finding_every_slot_in_use_answers_storage_busy(db_url: str) -> None:
@@ -575,7 +585,7 @@ async def _read_while_closing(url: str) -> tuple[int, int, int]:
 
     def close() -> None:
         """Observers run where the read runs: on the loop (Postgres), or in the connection's
-        thread (SQLite), which then waits until the close has begun."""
+        thread (SQLite, a read that may scan), which then waits until the close has begun."""
         if threading.get_ident() == on_the_loop:
             closing.append(asyncio.ensure_future(store.close()))
         else:
@@ -583,7 +593,7 @@ async def _read_while_closing(url: str) -> tuple[int, int, int]:
 
     closer = _CloseDuringRead(store.engine.sync_engine, close)
     with observing(closer):
-        await store.read_record(BOTH, REF)
+        await _matching(store)
     await asyncio.gather(*closing)
     assert checkouts.entries
     return closer.closed_during, store._readers.kept(), checkouts.still_open()
@@ -740,7 +750,8 @@ async def _cancel_a_running_statement(
                 discarding.wait()
             return n < SPIN_ROWS
 
-        await store.read_field_window(BOTH, REF, "body_text", limit_chars=10)  # kept, warm
+        await _matching(store)  # a connection kept by the reader threads, warm
+        assert store._readers._idle
         for held in store._readers._idle:
             await held.driver.create_function("spin", 1, spin)
         endings.ended.clear()
