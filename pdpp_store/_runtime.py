@@ -441,9 +441,9 @@ def _advance(
     dbapi: Any,
     op: Op[Any],
     reply: Rows | None,
+    *,
     held: _Held | None = None,
     request: Request | None = None,
-    *,
     inline: bool = False,
 ) -> tuple[bool, Any]:
     """Resume `op` with `reply` (or first answer `request`, one of its requests handed over
@@ -731,7 +731,7 @@ def _advance_on(
 ) -> tuple[bool, Any]:
     """`_advance` on an aiosqlite connection's own SQLite connection: run in its thread."""
     dbapi = held.driver._conn  # the thread's: see `_Held`
-    return _advance(statements, dbapi, op, reply, held, request)
+    return _advance(statements, dbapi, op, reply, held=held, request=request)
 
 
 _CURSOR_KEPT_ROWS = 64
@@ -921,7 +921,7 @@ class AsyncReaders:
         assert database is not None  # `sync_url` refuses a SQLite URL without a file
         dbapi = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
         try:
-            configure_sqlite(dbapi, busy_timeout_ms=0, wal=False)
+            configure_sqlite(dbapi, busy_timeout_ms=0, writes=False)
         except BaseException:
             dbapi.close()
             raise
@@ -1168,21 +1168,18 @@ def engine_options(url: str, busy_timeout_s: float) -> dict[str, Any]:
     return options
 
 
-def configure_sqlite(dbapi_connection: Any, *, busy_timeout_ms: int, wal: bool = True) -> None:
+def configure_sqlite(dbapi_connection: Any, *, busy_timeout_ms: int, writes: bool = True) -> None:
     """A SQLite connection of the store, as it is opened: no driver transactions (Rule 3), a
     busy timeout, WAL. The pool's connections (`install_hooks`) and the async front's connection
-    on the event loop (`AsyncReaders`) alike; that one, a reader that never waits on a lock,
-    has a busy timeout of 0 and leaves out `journal_mode=WAL` (`wal=False`): the store's opener
-    has made the file WAL for good, and it is the only pragma here that touches the file, so the
-    connection opens without meeting a lock (its first statement meets any)."""
+    on the event loop (`AsyncReaders`) alike; that one, a reader that never waits on a lock, has
+    a busy timeout of 0 and leaves out the two pragmas that concern writing (`writes=False`):
+    `journal_mode=WAL` (the store's opener made the file WAL for good) and `synchronous` (when a
+    commit syncs; the default, FULL, is the stricter). They are the ones here that touch the
+    file, so that connection opens without meeting a lock: its first statement meets any."""
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    for pragma in (
-        f"busy_timeout={busy_timeout_ms}",
-        *(("journal_mode=WAL",) if wal else ()),
-        "synchronous=NORMAL",
-        "foreign_keys=ON",
-    ):
+    written = ("journal_mode=WAL", "synchronous=NORMAL") if writes else ()
+    for pragma in (f"busy_timeout={busy_timeout_ms}", *written, "foreign_keys=ON"):
         cursor.execute(f"PRAGMA {pragma}")
     cursor.close()
 

@@ -884,3 +884,251 @@ def test_an_operation_still_running_in_a_thread_is_left_to_it() -> None:
         thread.join(30)
     _runtime._close(read)
     assert inspect.getgeneratorstate(read) == inspect.GEN_CLOSED
+
+
+# ---------------------------------------------------------------- SQLite: reads on the event loop
+# An `AsyncStore` read on SQLite runs its bounded statements (`Execute.bounded`: a window, a
+# projection, metadata, the catalogue) on the event loop, on a connection of its own with a busy
+# timeout of 0, and any other statement (one that may scan) in a reader connection's thread.
+
+
+class _Where:
+    """The thread each read statement of one store ran on: the event loop's or another."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._loop_thread = threading.get_ident()
+        self.ran: list[bool] = []
+        """Per statement sent, in order: whether it ran on the event loop's thread."""
+
+    def executing(self, engine: object, statement: str, parameters: object) -> None:
+        if engine is self._engine:
+            self.ran.append(threading.get_ident() == self._loop_thread)
+
+    def fetched(self, engine: object, statement: str, rows: object) -> None:
+        pass
+
+    def of(self, read: Callable[[], Any]) -> Callable[[], Any]:
+        async def where() -> list[bool]:
+            self.ran = []
+            await read()
+            return self.ran
+
+        return where
+
+
+async def _where_reads_run(url: str) -> tuple[dict[str, list[bool]], dict[str, list[bool]]]:
+    store = await AsyncStore.open(url)
+    try:
+        blob = await store.put_blob(b"%PDF-1.7 " * 100, "application/pdf")
+        await store.register_manifest(manifest("gmail"))
+        await store.add_connection(MAILBOX, manifest("gmail")["connector_id"])
+        await store.upsert_records(MAILBOX, "message_bodies", [body("e1", BODY)])
+        await store.upsert_records(MAILBOX, "attachments", [attachment("a1", blob.as_ref())])
+        first = await store.read_field_window(BOTH, REF, "body_text", limit_chars=100)
+        await store.read_record(BOTH, ref_id("a1", stream="attachments"))  # the catalogue
+        record = RecordRef(MAILBOX, "message_bodies", "e1")
+        where = _Where(store.engine.sync_engine)
+        bounded = {
+            "offset": lambda: store.read_field_window(
+                BOTH, REF, "body_text", offset_chars=500, limit_chars=100
+            ),
+            "cursor": lambda: store.read_field_window(
+                BOTH, REF, "body_text", cursor=first.next_cursor
+            ),
+            "record": lambda: store.read_record(BOTH, REF),
+            "describe_field": lambda: store.describe_field(BOTH, REF, "body_text"),
+            "resource: record": lambda: store.read_resource(BOTH, record.uri),
+            "resource: window": lambda: store.read_resource(
+                BOTH, FieldWindowRef(record, "body_text", 10, 20).uri
+            ),
+        }
+        may_scan = {
+            "q": lambda: store.read_field_window(BOTH, REF, "body_text", q="closing"),
+            "q, occurrence": lambda: store.read_field_window(
+                BOTH, REF, "body_text", q="invoice", occurrence=3
+            ),
+            "search": lambda: store.search(BOTH, "invoice"),
+            "blob_info": lambda: store.blob_info(BOTH, blob.blob_id),
+            "read_blob_range": lambda: store.read_blob_range(BOTH, blob.blob_id, 0, 10),
+        }
+        with observing(where):
+            on_loop = {name: await where.of(read)() for name, read in bounded.items()}
+            off_loop = {name: await where.of(read)() for name, read in may_scan.items()}
+        return on_loop, off_loop
+    finally:
+        await store.close()
+
+
+def test_async_sqlite_reads_run_on_the_loop_only_when_bounded(sqlite_db_url: str) -> None:
+    """Bounded reads never hop to a reader thread; reads that may scan never run on the loop
+    (`_runtime.AsyncReaders`: one rule, set per statement where it is built)."""
+    on_loop, off_loop = asyncio.run(_where_reads_run(sqlite_db_url))
+    for name, ran in on_loop.items():
+        assert ran == [True], name  # one statement, on the event loop
+    for name, ran in off_loop.items():
+        assert ran, name
+        assert not any(ran), name  # every statement in a reader thread
+    assert len(off_loop["q, occurrence"]) == 3
+
+
+async def _reading_in_a_loop(url: str, reads: int) -> tuple[list[int], int]:
+    store = await AsyncStore.open(url)
+    try:
+        progress: list[int] = []
+        done = 0
+
+        async def reader() -> None:
+            nonlocal done
+            for _ in range(reads):
+                await store.read_record(BOTH, REF)
+                done += 1
+
+        async def other() -> None:
+            while done < reads:
+                progress.append(done)
+                await asyncio.sleep(0)
+
+        await store.read_record(BOTH, REF)  # the catalogue
+        await asyncio.gather(other(), reader())
+        return progress, done
+    finally:
+        await store.close()
+
+
+def test_a_task_reading_on_the_loop_lets_other_tasks_run(sqlite_db_url: str) -> None:
+    """A read on the loop does not suspend, so a task reading in a loop would hold the loop to
+    its end; the readers let the loop's other tasks run between reads (`_INLINE_TURN_S`)."""
+    with Store.open(sqlite_db_url) as store:
+        _loaded(store)
+    reads = 200  # each a SQLite statement and the read's Python: far longer than one turn
+    progress, done = asyncio.run(_reading_in_a_loop(sqlite_db_url, reads))
+    assert done == reads
+    assert any(0 < seen < reads for seen in progress)  # the other task ran meanwhile
+
+
+class _ExclusiveLock:
+    """Another connection that holds the database in SQLite's exclusive locking mode, so that
+    every other connection meets `SQLITE_BUSY` (WAL readers too: sqlite.org/wal.html, "Sometimes
+    queries return SQLITE_BUSY in WAL mode"). It can take it only while no other connection is
+    open (a WAL connection keeps a shared lock while open)."""
+
+    def __init__(self, url: str) -> None:
+        database = make_url(url).database
+        assert database is not None
+        self._db = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
+        self._db.execute("SELECT count(*) FROM records").fetchall()  # takes the lock, keeps it
+        self.released = False
+
+    def release(self, *_: object) -> None:
+        if not self.released:
+            self.released = True
+            self._db.close()
+
+
+async def _read_under_a_lock(
+    url: str, busy_timeout_s: float, released_at_connect: bool
+) -> tuple[list[bool], str, float, int]:
+    """A bounded read while another connection holds the database locked: its statement, run
+    on the loop, meets the lock at once, and is sent again in a reader thread, which waits for it
+    up to the busy timeout. With `released_at_connect`, the lock goes when the reader thread
+    opens its connection (after the loop's attempt: there is no connection left to reuse)."""
+    store = await AsyncStore.open(url, busy_timeout_s=busy_timeout_s)
+    lock: _ExclusiveLock | None = None
+    try:
+        await store.read_record(BOTH, REF)  # the catalogue, cached
+        # No connection left open, so the lock can be taken: as after a dropped connection.
+        await store._readers._let_go_of_idle(closing=False)
+        await store.engine.dispose()
+        lock = _ExclusiveLock(url)
+        if released_at_connect:
+            event.listen(store.engine.sync_engine, "do_connect", lock.release)
+        where = _Where(store.engine.sync_engine)
+        ticks = 0
+
+        async def ticking() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.ensure_future(ticking())
+        started = asyncio.get_running_loop().time()
+        with observing(where):
+            try:
+                outcome = (await store.read_record(BOTH, REF)).ref.record_id
+            except StoreError as error:
+                outcome = error.code
+        waited = asyncio.get_running_loop().time() - started
+        ticker.cancel()
+        with suppress(asyncio.CancelledError):
+            await ticker
+        return where.ran, outcome, waited, ticks
+    finally:
+        if lock is not None:
+            lock.release()
+        await store.close()
+
+
+def test_a_bounded_read_meeting_a_lock_goes_on_in_a_reader_thread(sqlite_db_url: str) -> None:
+    with Store.open(sqlite_db_url) as store:
+        _loaded(store)
+    ran, outcome, _, _ = asyncio.run(_read_under_a_lock(sqlite_db_url, 30, True))
+    assert outcome == "e1"
+    assert ran == [True, False]  # met the lock on the loop, then answered in a thread
+
+
+def test_a_bounded_read_waits_for_a_lock_off_the_loop_up_to_the_busy_timeout(
+    sqlite_db_url: str,
+) -> None:
+    with Store.open(sqlite_db_url) as store:
+        _loaded(store)
+    ran, outcome, waited, ticks = asyncio.run(
+        _read_under_a_lock(sqlite_db_url, BUSY_TIMEOUT_S, False)
+    )
+    assert outcome == "storage_busy"
+    assert ran == [True]  # the thread's connection never got past opening (its pragmas wait)
+    assert BUSY_TIMEOUT_S * 0.9 <= waited < 30  # waited for the lock, in the reader thread
+    assert ticks >= 2  # meanwhile, the event loop ran other tasks
+
+
+def _failing_on_the_loop() -> Op[Any]:
+    return (yield Execute(select(literal_column("no_such_column")), bounded=True))
+
+
+async def _the_loops_connection(url: str) -> tuple[str, bool, bool, bool]:
+    store = await AsyncStore.open(url)
+    try:
+        await store.read_record(BOTH, REF)
+        first = store._readers._inline
+        assert first is not None  # kept for the next read
+        with pytest.raises(StoreError) as failed:
+            await store._readers.run(_failing_on_the_loop())
+        discarded = store._readers._inline is None and _closed(first)
+        await store.read_record(BOTH, REF)
+        second = store._readers._inline
+        assert second is not None
+    finally:
+        await store.close()
+    return failed.value.code, discarded, _closed(second), store._readers._inline is None
+
+
+def _closed(connection: sqlite3.Connection) -> bool:
+    try:
+        connection.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return True
+    return False
+
+
+def test_the_loops_connection_is_discarded_after_an_error_and_closed_with_the_store(
+    sqlite_db_url: str,
+) -> None:
+    with Store.open(sqlite_db_url) as store:
+        _loaded(store)
+    code, discarded, closed, none_kept = asyncio.run(_the_loops_connection(sqlite_db_url))
+    assert code == "storage_error"
+    assert discarded
+    assert closed
+    assert none_kept
