@@ -22,7 +22,8 @@ Rules:
 5. Migration is serialised: a Postgres advisory lock, a SQLite `BEGIN IMMEDIATE`; whoever gets
    it second finds the database at head and does nothing.
 6. Reads run below SQLAlchemy, on the DBAPI connection of a held connection (an async read on
-   SQLite runs whole in that connection's thread: `AsyncReaders`): each statement is
+   SQLite runs its bounded statements on the event loop and the rest in a connection's thread:
+   `AsyncReaders`): each statement is
    compiled once per dialect into a `Plan` (its SQL and how to bind its parameters), and every
    read statement of the store passes through `Statements.send` and `Statements.received`, the
    one execution point of reads, where `observing` lets an observer see each statement, its
@@ -251,9 +252,10 @@ def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
 
 class Observer(Protocol):
     """Sees every statement a read sends and every row the database hands back for it, on the
-    thread that runs the read: the caller's (`Store`), the event loop's (`AsyncStore` on
-    Postgres), or the SQLite connection's own thread (`AsyncStore` on SQLite), so several at
-    once. An observer that blocks holds that read only (and, on Postgres, the event loop)."""
+    thread that runs the statement: the caller's (`Store`), the event loop's (`AsyncStore` on
+    Postgres, and on SQLite for a bounded statement), or a SQLite connection's own thread
+    (`AsyncStore` on SQLite, a statement that may scan), so several at once. An observer that
+    blocks holds that read only (and, on the event loop, the loop)."""
 
     def executing(self, engine: Engine, statement: str, parameters: Any) -> None:
         """`statement` is about to run with `parameters`, exactly as the DBAPI gets them."""
@@ -764,9 +766,10 @@ class _Held:
     """A read connection checked out of the pool and kept: SQLAlchemy's, and its driver's.
 
     An aiosqlite connection is a thread that owns a `sqlite3` connection and runs what it is
-    given, in order; a SQLite read runs there whole, `_advance` driving the operation on that
-    `sqlite3` connection, so a read costs one hop to the thread and back, whatever its number of
-    statements, and its Python runs off the event loop (which only waits on a future). This uses
+    given, in order; a SQLite read that may scan runs there (from its first statement that is
+    not bounded to its end), `_advance` driving the operation on that `sqlite3` connection, so
+    it costs one hop to the thread and back, whatever its number of statements, and its Python
+    runs off the event loop (which only waits on a future). This uses
     two private names of aiosqlite, `_execute` (queue a function on the thread) and `_conn` (the
     thread's `sqlite3` connection), as SQLAlchemy's own aiosqlite adapter does (`_tx`, `_conn`);
     aiosqlite's versions are bounded in `pyproject.toml` for that reason. The connection is the
@@ -827,13 +830,93 @@ loop to its end. A yield costs ~2 µs, 4% of a SQLite window read: paid once per
 read, so a task holds the loop at most this long plus one read (each of them bounded)."""
 
 
+class _Slots:
+    """The read slots of an `AsyncStore`: a counting semaphore whose waiters, served first come
+    first served, each wait at most `timeout_s` (then `storage_busy`).
+
+    Not `asyncio.Semaphore` under `asyncio.timeout`: that arms (and cancels) a timer for every
+    read that waits, which at 16 tasks on 10 slots is most of them, and cost 7.2 µs of loop CPU
+    per read against 2.9 µs here (measured, a stand-in read of one loop round trip), enough to
+    make reads/s on Postgres fall from 4 to 16 tasks. Every waiter has the same timeout, so
+    their deadlines come in the order they queued: one timer, armed for the oldest waiter's
+    deadline, serves them all. A freed slot goes to the oldest waiter directly, so a newcomer
+    never takes it from one that waits."""
+
+    __slots__ = ("_free", "_timeout_s", "_timer", "_waiters")
+
+    def __init__(self, slots: int, timeout_s: float) -> None:
+        self._free = slots
+        self._timeout_s = timeout_s
+        self._waiters: deque[tuple[float, asyncio.Future[None]]] = deque()
+        """(deadline, future) of each waiter, oldest first (a cancelled one stays until met)."""
+        self._timer: asyncio.TimerHandle | None = None
+
+    def free(self) -> int:
+        """How many slots are free (none, while anyone waits for one)."""
+        return self._free
+
+    def take(self) -> bool:
+        """Take a free slot, unless none is free or others wait for one (they come first)."""
+        if self._free and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def wait(self) -> None:
+        """Wait for a slot: handed over by `release`, or `storage_busy` at the deadline. A
+        waiter cancelled just as a slot was handed to it gives it back: no slot is lost."""
+        loop = asyncio.get_running_loop()
+        slot = loop.create_future()
+        self._waiters.append((loop.time() + self._timeout_s, slot))
+        if self._timer is None:
+            self._arm(loop)
+        try:
+            await slot
+        except asyncio.CancelledError:
+            if slot.done() and not slot.cancelled() and slot.exception() is None:
+                self.release()
+            raise
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = loop.call_at(self._waiters[0][0], self._expire, loop)
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Refuse the waiters whose deadline has come; arm the timer for the next one."""
+        self._timer = None
+        now = loop.time()
+        while self._waiters:
+            deadline, slot = self._waiters[0]
+            if not slot.done() and deadline > now:
+                break
+            self._waiters.popleft()
+            if not slot.done():
+                slot.set_exception(busy("every read connection of this store is in use; retry"))
+        if self._waiters:
+            self._arm(loop)
+
+    def release(self) -> None:
+        """Give a slot back: to the oldest waiter still waiting, else to the free ones."""
+        while self._waiters:
+            _, slot = self._waiters.popleft()
+            if not slot.done():
+                slot.set_result(None)
+                return
+        self._free += 1
+
+
 class AsyncReaders:
     """The read connections of an `AsyncStore`: at most `READER_SLOTS` at once, kept open
     between reads (a read holds no transaction, so a kept connection costs the database
     nothing), each read running below SQLAlchemy on the driver (Rule 6): on Postgres on the event
-    loop (psycopg's async connection), on SQLite whole in the connection's thread (`_Held`), where
-    the sync front's own `_advance` drives it, so SQLite's statements never run on the loop (a
-    scan of a large field takes milliseconds) and a read costs one hop to the thread and back.
+    loop (psycopg's async connection). On SQLite, the sync front's own `_advance` drives it: on
+    the event loop while it asks for bounded statements (`Execute.bounded`: each a few index
+    lookups, tens of microseconds), on a connection of the loop's own (`_inline`, no slot, no
+    hop: a hop to a thread and back cost more than such a read itself), and from its first
+    statement that may scan (a match, a search, a blob range: milliseconds on a large field)
+    whole in a reader connection's thread (`_Held`). On the loop, no statement waits on a lock:
+    that connection's busy timeout is 0, and a statement that meets one is sent again in the
+    thread, which waits up to `busy_timeout_s`. Reads on the loop let the loop's other tasks run
+    every `_INLINE_TURN_S`.
 
     Readers wait for a slot on an asyncio semaphore (at most `busy_timeout_s`, then
     `storage_busy`), never on the pool: the pool's overflow connections would otherwise be
@@ -846,10 +929,9 @@ class AsyncReaders:
 
     def __init__(self, engine: AsyncEngine, busy_timeout_s: float) -> None:
         self._engine = engine
-        self._busy_timeout_s = busy_timeout_s
         self.statements = Statements(engine.sync_engine)
         in_process = self.statements.dialect.runs_in_process
-        self._slots = asyncio.Semaphore(IN_PROCESS_READERS if in_process else READER_SLOTS)
+        self._slots = _Slots(IN_PROCESS_READERS if in_process else READER_SLOTS, busy_timeout_s)
         self._on_the_loop = in_process
         """Bounded statements run on the event loop (SQLite), on `_inline`."""
         self._inline: sqlite3.Connection | None = None
@@ -935,16 +1017,9 @@ class AsyncReaders:
                 dbapi.close()
 
     async def _acquire(self) -> None:
-        """A read slot, waited for at most `busy_timeout_s` (a free one is taken at once, without
-        arming a timer). `Semaphore.acquire` is cancellation-safe: no slot is lost."""
-        if not self._slots.locked():
-            await self._slots.acquire()
-            return
-        try:
-            async with asyncio.timeout(self._busy_timeout_s):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise busy("every read connection of this store is in use; retry") from None
+        """A read slot, waited for at most `busy_timeout_s` (`_Slots`)."""
+        if not self._slots.take():
+            await self._slots.wait()
 
     async def _run(self, op: Op[T], request: Request | None) -> T:
         if self._stale:
@@ -1054,12 +1129,12 @@ queues behind writers waiting for a lock."""
 READER_SLOTS = POOL_SIZE + POOL_OVERFLOW - WRITER_SLOTS
 """At most this many reads of one `AsyncStore` hold connections at once (`AsyncReaders`)."""
 IN_PROCESS_READERS = 2
-"""As `READER_SLOTS` where the database runs in this process (SQLite): each aiosqlite
-connection is a thread that runs its reads whole (`_Held`), contending for the interpreter with
-the other and with the event loop; two let one read's SQL run while another's Python does, and
-more only convoy on the interpreter (measured: 1, 2, 3 and 4 gave the same reads/s within the
-noise at 4 and 16 tasks, with 1 falling most as tasks rise; before reads ran whole in the thread,
-4 and 16 connections gave half the reads/s of one)."""
+"""As `READER_SLOTS` where the database runs in this process (SQLite), for the reads that may
+scan (bounded ones run on the event loop and take no slot): each aiosqlite connection is a
+thread that runs such a read (`_Held`), contending for the interpreter with the other and with
+the event loop; two let one read's SQL run while another's Python does, and more only convoy
+on the interpreter (measured before bounded reads ran on the loop: 1, 2, 3 and 4 gave the same
+reads/s within the noise at 4 and 16 tasks, with 1 falling most as tasks rise)."""
 
 
 @contextmanager

@@ -687,13 +687,8 @@ class _Discarding:
 
 
 def _free_slots(readers: Any) -> int:
-    """How many read slots of an `AsyncStore` are free (taken and given back at once)."""
-    slots: asyncio.Semaphore = readers._slots
-    free = 0
-    while not slots.locked():
-        slots._value -= 1  # taken without awaiting: `locked` said one is free
-        free += 1
-    slots._value += free
+    """How many read slots of an `AsyncStore` are free."""
+    free: int = readers._slots.free()
     return free
 
 
