@@ -949,11 +949,14 @@ class AsyncReaders:
 
     def _on_error(self, context: ExceptionContext) -> None:
         """As `HeldReader._on_error`; a listener cannot await, so the kept connections are only
-        set aside here, and closed by the next read (or `close`)."""
+        set aside here, and closed by the next read (or `close`). The loop's own SQLite
+        connection is closed at once: it runs nothing now (its reads never await), and closing
+        it does not wait."""
         if context.is_disconnect:
             self._epoch += 1
             self._stale += self._idle
             self._idle = []
+            self._close_inline()
 
     async def run(self, op: Op[T]) -> T:
         try:
