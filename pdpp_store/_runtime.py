@@ -23,8 +23,8 @@ Rules:
    it second finds the database at head and does nothing.
 6. Reads run below SQLAlchemy, on the DBAPI connection of a held connection (an async read on
    SQLite runs its bounded statements on the event loop and the rest in a connection's thread:
-   `AsyncReaders`): each statement is
-   compiled once per dialect into a `Plan` (its SQL and how to bind its parameters), and every
+   `AsyncReaders`): each statement is compiled once per dialect into a `Plan` (its SQL and how
+   to bind its parameters), and every
    read statement of the store passes through `Statements.send` and `Statements.received`, the
    one execution point of reads, where `observing` lets an observer see each statement, its
    parameters and every row (the boundary audit attaches there). Writes and migrations stay on
@@ -769,9 +769,9 @@ class _Held:
     given, in order; a SQLite read that may scan runs there (from its first statement that is
     not bounded to its end), `_advance` driving the operation on that `sqlite3` connection, so
     it costs one hop to the thread and back, whatever its number of statements, and its Python
-    runs off the event loop (which only waits on a future). This uses
-    two private names of aiosqlite, `_execute` (queue a function on the thread) and `_conn` (the
-    thread's `sqlite3` connection), as SQLAlchemy's own aiosqlite adapter does (`_tx`, `_conn`);
+    runs off the event loop (which only waits on a future). This uses two private names of
+    aiosqlite, `_execute` (queue a function on the thread) and `_conn` (the thread's `sqlite3`
+    connection), as SQLAlchemy's own aiosqlite adapter does (`_tx`, `_conn`);
     aiosqlite's versions are bounded in `pyproject.toml` for that reason. The connection is the
     pool's: opened, configured (pragmas, `_options`) and closed as every other."""
 
@@ -836,8 +836,9 @@ class _Slots:
 
     Not `asyncio.Semaphore` under `asyncio.timeout`: that arms (and cancels) a timer for every
     read that waits, which at 16 tasks on 10 slots is most of them, and cost 7.2 µs of loop CPU
-    per read against 2.9 µs here (measured, a stand-in read of one loop round trip), enough to
-    make reads/s on Postgres fall from 4 to 16 tasks. Every waiter has the same timeout, so
+    per read against 2.9 µs here (measured, a stand-in read of one loop round trip): a cost only
+    the higher concurrency paid, so reads/s on Postgres fell from 4 to 16 tasks. Every waiter
+    has the same timeout, so
     their deadlines come in the order they queued: one timer, armed for the oldest waiter's
     deadline, serves them all. A freed slot goes to the oldest waiter directly, so a newcomer
     never takes it from one that waits."""
@@ -918,7 +919,7 @@ class AsyncReaders:
     thread, which waits up to `busy_timeout_s`. Reads on the loop let the loop's other tasks run
     every `_INLINE_TURN_S`.
 
-    Readers wait for a slot on an asyncio semaphore (at most `busy_timeout_s`, then
+    Readers in a thread or on Postgres wait for a slot (`_Slots`: at most `busy_timeout_s`, then
     `storage_busy`), never on the pool: the pool's overflow connections would otherwise be
     opened and closed on every read once more than `POOL_SIZE` run at once, and throughput would
     fall as concurrency rises. Together with `WRITER_SLOTS` the slots fit the pool, so writers
@@ -1081,6 +1082,7 @@ class AsyncReaders:
         statements = self.statements
         if held.in_thread:
             return await self._drive_in_thread(held, op, request)
+        assert request is None  # only a SQLite read begins on the loop and is handed over
         try:
             request = next(op)
             while True:
