@@ -912,7 +912,9 @@ class _Where:
         return where
 
 
-async def _where_reads_run(url: str) -> tuple[dict[str, list[bool]], dict[str, list[bool]]]:
+async def _where_reads_run(
+    url: str,
+) -> tuple[list[bool], dict[str, list[bool]], dict[str, list[bool]]]:
     store = await AsyncStore.open(url)
     try:
         blob = await store.put_blob(b"%PDF-1.7 " * 100, "application/pdf")
@@ -920,10 +922,13 @@ async def _where_reads_run(url: str) -> tuple[dict[str, list[bool]], dict[str, l
         await store.add_connection(MAILBOX, manifest("gmail")["connector_id"])
         await store.upsert_records(MAILBOX, "message_bodies", [body("e1", BODY)])
         await store.upsert_records(MAILBOX, "attachments", [attachment("a1", blob.as_ref())])
+        where = _Where(store.engine.sync_engine)
+        with observing(where):  # the catalogue (bounded) first, then the match (may scan)
+            assert "closing" in (await _matching(store)).text
+        handed_over = where.ran
         first = await store.read_field_window(BOTH, REF, "body_text", limit_chars=100)
         await store.read_record(BOTH, ref_id("a1", stream="attachments"))  # the catalogue
         record = RecordRef(MAILBOX, "message_bodies", "e1")
-        where = _Where(store.engine.sync_engine)
         bounded = {
             "offset": lambda: store.read_field_window(
                 BOTH, REF, "body_text", offset_chars=500, limit_chars=100
@@ -950,7 +955,7 @@ async def _where_reads_run(url: str) -> tuple[dict[str, list[bool]], dict[str, l
         with observing(where):
             on_loop = {name: await where.of(read)() for name, read in bounded.items()}
             off_loop = {name: await where.of(read)() for name, read in may_scan.items()}
-        return on_loop, off_loop
+        return handed_over, on_loop, off_loop
     finally:
         await store.close()
 
@@ -958,7 +963,10 @@ async def _where_reads_run(url: str) -> tuple[dict[str, list[bool]], dict[str, l
 def test_async_sqlite_reads_run_on_the_loop_only_when_bounded(sqlite_db_url: str) -> None:
     """Bounded reads never hop to a reader thread; reads that may scan never run on the loop
     (`_runtime.AsyncReaders`: one rule, set per statement where it is built)."""
-    on_loop, off_loop = asyncio.run(_where_reads_run(sqlite_db_url))
+    handed_over, on_loop, off_loop = asyncio.run(_where_reads_run(sqlite_db_url))
+    # A read goes on in a thread from its first statement that may scan, to its end.
+    assert len(handed_over) >= 2
+    assert handed_over == [True] * (len(handed_over) - 1) + [False]
     for name, ran in on_loop.items():
         assert ran == [True], name  # one statement, on the event loop
     for name, ran in off_loop.items():
