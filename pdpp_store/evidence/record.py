@@ -38,7 +38,8 @@ from ._schema import card, embedded, nullable
 from .continuation import Continuation
 from .field import FieldInfo
 
-__all__ = ["FieldPreview", "RecordView", "built_preview", "built_view"]
+__all__ = ["FieldPreview", "RecordView"]
+"""`built_preview` and `built_view` are the library's own, for its hot paths: not exported."""
 
 PreviewStatus = Literal["complete", "truncated", "binary-only", "unavailable"]
 
@@ -268,7 +269,7 @@ _REVISIONS_KEPT = 1024
 _REVISION_KEPT_CHARS = 4096
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _hashed_field(path: str, kind: str, digest: str) -> str:
     """What the revision hashes of one field, once per field state (projections of the same
     records come back again and again): `json.dumps([path, kind, digest])`."""

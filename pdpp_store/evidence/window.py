@@ -29,7 +29,8 @@ from ._schema import card, embedded, nullable, warning_list
 from .continuation import Continuation
 from .field import FieldInfo
 
-__all__ = ["FieldWindow", "built_window", "deferred_cursor"]
+__all__ = ["FieldWindow", "deferred_cursor"]
+"""`built_window` is the library's own, for its hot paths: not exported."""
 
 _OFFSET = {"type": "integer", "minimum": 0}
 _CURSOR = nullable({"type": "string", "minLength": 1})
