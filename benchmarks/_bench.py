@@ -381,10 +381,13 @@ def open_postgres(server: Any, version: str) -> BenchDatabase:
     }
     for stale in sorted(existing - {name}):
         if not stale.startswith("pdpp_bench_ingest_"):
-            # Without FORCE: a cache another run is still reading stays until a later run.
+            # Without FORCE: a cache another run is still reading stays until a later run; one
+            # that another run dropped since the listing is gone already (IF EXISTS).
             with contextlib.suppress(psycopg.errors.ObjectInUse):
                 admin.execute(
-                    psycopg.sql.SQL("DROP DATABASE {}").format(psycopg.sql.Identifier(stale))
+                    psycopg.sql.SQL("DROP DATABASE IF EXISTS {}").format(
+                        psycopg.sql.Identifier(stale)
+                    )
                 )
     if name not in existing:
         server.create_database(name)
