@@ -66,7 +66,7 @@ from sqlalchemy import Engine, event, text
 from pdpp_store import Store
 from pdpp_store._ops import writes
 from pdpp_store._sql import tables
-from pdpp_store._sql.statements import INDEX_ROWID_SHIFT
+from pdpp_store._sql.statements import index_rows
 
 from ._measure import in_rounds, label
 from ._text import field_text
@@ -374,20 +374,15 @@ def _copy_statements(box: Mailbox) -> list[str]:
         )
     if box.backend == "sqlite":
         found.append(
-            "INSERT INTO search_fields (connection_id, stream, record_id, path)"
-            " SELECT connection_id, stream, :p || record_id, path FROM search_fields"
+            "INSERT INTO search_fields (connection_id, stream, record_id, path, whole)"
+            " SELECT connection_id, stream, :p || record_id, path, whole FROM search_fields"
             f" WHERE {key} ORDER BY record_id, path"
         )
-        same = " AND ".join(f"fc.{c} = sf.{c}" for c in ("connection_id", "stream", "record_id"))
-        found.append(
-            "INSERT INTO search_chunks (rowid, body)"
-            f" SELECT sf.search_id * {INDEX_ROWID_SHIFT} + fc.chunk_no,"
-            " coalesce(fc.folded, fc.text) || coalesce(fc.lookahead, '')"
-            f" FROM search_fields sf JOIN field_chunks fc ON {same} AND fc.path = sf.path"
-            " WHERE sf.connection_id = :c AND sf.stream = :s"
+        copied = (
+            "sf.connection_id = :c AND sf.stream = :s"
             " AND sf.record_id >= :p || :lo AND sf.record_id < :p || :hi"
-            " ORDER BY sf.search_id, fc.chunk_no"
         )
+        found += [index_rows("search_fields sf", copied, whole) for whole in (False, True)]
     return found
 
 

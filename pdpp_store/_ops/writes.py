@@ -12,8 +12,9 @@ Rules:
 3. Large values are written in bounded groups of chunk rows produced lazily, so ingestion holds
    the value plus a constant, not copies of it.
 4. Where the store fills the search index itself (SQLite), a write indexes exactly the fields
-   search may ask for (`_indexed`), in its own transaction, one statement per batch; a manifest
-   that declares more searchable fields indexes what is stored (`_index_newly_searchable`).
+   search may ask for (`_indexed`), in its own transaction, two statements per batch (long
+   fields' chunks, then the fields indexed whole: `sql.INDEX_LONG_BASE`); a manifest that
+   declares more searchable fields indexes what is stored (`_index_newly_searchable`).
 """
 
 from __future__ import annotations
@@ -127,7 +128,9 @@ def _index_newly_searchable(before: Manifest, after: Manifest) -> Op[None]:
         if rows is None:  # the database maintains its own index (Postgres)
             return
         yield sql.register_backfill(after.connector_id, spec.name, added)
-        yield sql.index_above(int(rows[0]["top"]))
+        # Not `yield from`: the runtime sends each statement's rows back, a tuple cannot take them.
+        for statement in sql.index_above(int(rows[0]["top"])):  # noqa: UP028
+            yield statement
 
 
 @lru_cache(maxsize=64)
@@ -368,12 +371,13 @@ def upsert_records(
         if plan.changed_records:
             yield Execute(sql.update_record(), plan.changed_records)
         if plan.dropped_fields:
+            dropped = [(row["k_record_id"], row["k_path"]) for row in plan.dropped_fields]
+            keys = sql.index_keys(connection_id, stream, dropped)
+            for statement in sql.unindex_whole_fields():  # while their chunks hold the text
+                yield statement.with_params(keys)
             yield Execute(sql.delete_fields(field_chunks), plan.dropped_fields)
             yield Execute(sql.delete_fields(fields), plan.dropped_fields)
-            dropped = [(row["k_record_id"], row["k_path"]) for row in plan.dropped_fields]
-            yield sql.unregister_index_fields().with_params(
-                sql.index_keys(connection_id, stream, dropped)
-            )
+            yield sql.unregister_index_fields().with_params(keys)
         if plan.new_fields:
             yield Execute(
                 sql.insert_fields, rows=_field_rows(connection_id, stream, plan.new_fields)
@@ -388,7 +392,8 @@ def upsert_records(
             if indexed:  # SQLite's search index is filled by the write itself (migration 0005)
                 params = sql.index_keys(connection_id, stream, indexed)
                 yield sql.register_index_fields().with_params(params)
-                yield sql.index_fields().with_params(params)
+                for statement in sql.index_fields():
+                    yield statement.with_params(params)
             for _, item in plan.new_fields:
                 if item.payload is not None and item.mime_type is not None:
                     yield from _store_blob(memoryview(item.payload), item.mime_type)

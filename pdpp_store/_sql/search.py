@@ -32,6 +32,7 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
+    case,
     cast,
     exists,
     false,
@@ -52,6 +53,7 @@ from .dialects import Capabilities, greatest, least, strpos
 from .requests import Execute, Rows
 from .statements import (
     FIELD_META,
+    INDEX_LONG_BASE,
     INDEX_ROWID_SHIFT,
     GrantShape,
     _haystack_at,
@@ -367,9 +369,11 @@ def _candidates(caps: Capabilities) -> Select[Any]:
     if caps.search_index_is_side_table:
         sf = search_fields_table
         key = (sf.c.connection_id, sf.c.stream, sf.c.record_id)
-        # Integer division (`//`): `/` is a true division in SQLAlchemy 2, a float on SQLite,
-        # and would pair a chunk with the wrong field (`INDEX_ROWID_SHIFT`).
-        search_id = search_chunks_table.c.rowid // INDEX_ROWID_SHIFT
+        # A field indexed whole is the row named by its id; a long field's chunk rows name it
+        # below `INDEX_LONG_BASE`'s offset. Integer division (`//`): `/` is a true division in
+        # SQLAlchemy 2, a float on SQLite, and would pair a chunk with the wrong field.
+        rowid = search_chunks_table.c.rowid
+        search_id = case((rowid > 0, rowid), else_=(rowid - INDEX_LONG_BASE) // INDEX_ROWID_SHIFT)
         return (
             select(*key)
             .distinct()

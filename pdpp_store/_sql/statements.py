@@ -456,9 +456,14 @@ MIN_INDEXED_NEEDLE = 3
 """Needles shorter than a trigram cannot use the index: they are found by scanning alone."""
 
 INDEX_ROWID_SHIFT = 1 << 22
-"""SQLite's search index names a chunk `search_id * INDEX_ROWID_SHIFT + chunk_no` (migration
-0005). Its rowid is split again by integer division (`//`, never `/`, which SQLAlchemy 2 makes
-a true, floating-point division and so a different, wrong `search_id`)."""
+INDEX_LONG_BASE = -(1 << 62)
+"""SQLite's search index (migrations 0005, 0007) holds a field of at most `SCAN_CHUNKS` chunks
+(indexed "whole") as one row whose rowid is its `search_id`: search asks the index for records,
+and a match scan reads such a field's chunks itself. A longer field has a row per chunk, named
+`INDEX_LONG_BASE + search_id * INDEX_ROWID_SHIFT + chunk_no` (negative: apart from the whole
+rows, whose small, dense rowids keep the index small and its merges cheap). Such a rowid is
+split again by integer division (`//`, never `/`, which SQLAlchemy 2 makes a true,
+floating-point division and so a different, wrong `search_id`)."""
 
 search_fields_table = table(
     "search_fields",
@@ -615,7 +620,7 @@ def _match_scan(
             )
             .scalar_subquery()
         )
-        base = search_id * INDEX_ROWID_SHIFT
+        base = INDEX_LONG_BASE + search_id * INDEX_ROWID_SHIFT
         rowid = search_chunks_table.c.rowid
         index_branch = (
             select(late.c.chunk_no.label("chunk_no"), late_found.label("position"), digest)
@@ -1177,71 +1182,134 @@ def index_keys(connection_id: str, stream: str, keys: Sequence[tuple[str, str]])
     return {"k_conn": connection_id, "k_stream": stream, "k_keys": json.dumps(list(keys))}
 
 
+def unindex_whole_fields() -> tuple[Execute, Execute]:
+    """Where the search index is a side table (SQLite): remove the row of each `k_keys` field
+    indexed whole (`INDEX_LONG_BASE`) and forget its id, run before its chunks are deleted (the
+    row is deleted with the text it was given, which its chunks still hold). Its chunks' delete
+    trigger then finds no id and leaves the index alone."""
+    return (
+        Execute(_unindex_whole_fields(), when=_fills_side_index),
+        Execute(_unregister_index_fields(whole=True), when=_fills_side_index),
+    )
+
+
 def unregister_index_fields() -> Execute:
     """Where the search index is a side table (SQLite): forget the `k_keys` fields' ids, run
     right after their chunks were deleted (whose index entries the delete trigger removed).
-    A field has an id in `search_fields` exactly while its chunks are in the index: the trigger
+    A field has an id in `search_fields` exactly while its text is in the index: the trigger
     removes the entries of a deleted chunk only where its field has an id, and FTS5 must never
     be asked to delete an entry it was not given."""
-    return Execute(_unregister_index_fields(), when=_fills_side_index)
+    return Execute(_unregister_index_fields(whole=False), when=_fills_side_index)
 
 
 def register_index_fields() -> Execute:
     """Where the search index is a side table (SQLite): give each `k_keys` field (newly written,
     text-like, and searchable: see `_ops.writes`) an id in `search_fields`, in the write's own
-    transaction, right after its chunks are inserted."""
+    transaction, right after its chunks are inserted, and say whether it is indexed whole (at
+    most `SCAN_CHUNKS` chunks: no chunk numbered `SCAN_CHUNKS`)."""
     return Execute(_register_index_fields(), when=_fills_side_index)
 
 
-def index_fields() -> Execute:
-    """Then index those fields' chunks: folded text plus look-ahead, the very text a match scan
-    searches, in rowid order. (Where the index is the database's own, it maintains itself; on
-    SQLite, triggers doing this were measured 4x slower than these statements, and a statement
-    per field 3x slower than one per batch.)"""
-    return Execute(_index_chunks(), when=_fills_side_index)
+def index_fields() -> tuple[Execute, Execute]:
+    """Then index those fields: the chunks of a long field one row each, then each field
+    indexed whole as one row (`INDEX_LONG_BASE`), in rowid order. The text is folded text plus
+    look-ahead, the very text a match scan searches. (Where the index is the database's own, it
+    maintains itself; on SQLite, triggers doing this were measured 4x slower than these
+    statements, and a statement per field 3x slower than one per batch.)"""
+    return (
+        Execute(_index_chunks(whole=False), when=_fills_side_index),
+        Execute(_index_chunks(whole=True), when=_fills_side_index),
+    )
 
 
 _BATCH_KEYS = (
     "SELECT json_extract(value, '$[0]') AS record_id, json_extract(value, '$[1]') AS path "
     "FROM json_each(:k_keys)"
 )
+_OF_BATCH = "sf.connection_id = :k_conn AND sf.stream = :k_stream "
+_IN_BATCH = f"{_OF_BATCH}AND (sf.record_id, sf.path) IN ({_BATCH_KEYS})"
 
 
 @cache
-def _unregister_index_fields() -> Executable:
+def _unregister_index_fields(whole: bool) -> Executable:
+    only_whole = " AND sf.whole = 1" if whole else ""
+    return text(f"DELETE FROM search_fields AS sf WHERE {_IN_BATCH}{only_whole}")
+
+
+@cache
+def _unindex_whole_fields() -> Executable:
     return text(
-        "DELETE FROM search_fields WHERE connection_id = :k_conn AND stream = :k_stream "
-        f"AND (record_id, path) IN ({_BATCH_KEYS})"
+        "INSERT INTO search_chunks (search_chunks, rowid, body) "
+        f"SELECT 'delete', sf.search_id, {INDEX_WHOLE_TEXT} FROM search_fields sf "
+        f"WHERE {_IN_BATCH} AND sf.whole = 1 AND {_HAS_TEXT} ORDER BY sf.search_id"
+    )
+
+
+def _is_whole(key: str) -> str:
+    """SQL: the field `key` names (`connection_id, stream, record_id, path` as SQL) has at most
+    `SCAN_CHUNKS` chunks."""
+    conn, stream, record_id, path = key.split(", ")
+    return (
+        "NOT EXISTS (SELECT 1 FROM field_chunks w WHERE w.connection_id = "
+        f"{conn} AND w.stream = {stream} AND w.record_id = {record_id} AND w.path = {path} "
+        f"AND w.chunk_no = {SCAN_CHUNKS})"
     )
 
 
 @cache
 def _register_index_fields() -> Executable:
     return text(
-        "INSERT OR IGNORE INTO search_fields (connection_id, stream, record_id, path) "
-        f"SELECT :k_conn, :k_stream, k.record_id, k.path FROM ({_BATCH_KEYS}) AS k"
+        "INSERT OR IGNORE INTO search_fields (connection_id, stream, record_id, path, whole) "
+        "SELECT :k_conn, :k_stream, k.record_id, k.path, "
+        f"{_is_whole(':k_conn, :k_stream, k.record_id, k.path')} FROM ({_BATCH_KEYS}) AS k"
     )
 
 
-_INDEX_ROWS = (
-    "INSERT INTO search_chunks (rowid, body) "
-    f"SELECT sf.search_id * {INDEX_ROWID_SHIFT} + fc.chunk_no, "
-    "coalesce(fc.folded, fc.text) || coalesce(fc.lookahead, '') "
+INDEX_SEPARATOR = "char(31, 31)"
+"""SQL: what parts of a field indexed whole are joined with. Two code points, around every
+part: a trigram that spans it holds text of one part only, so the row's trigrams are the same
+whatever order the parts come in (what a delete must give again)."""
+INDEX_CHUNK_TEXT = "coalesce(fc.folded, fc.text) || coalesce(fc.lookahead, '')"
+"""SQL: the indexed text of chunk `fc`: folded text plus look-ahead (what a match scan reads)."""
+_SAME_FIELD = (
+    "fc.connection_id = sf.connection_id AND fc.stream = sf.stream "
+    "AND fc.record_id = sf.record_id AND fc.path = sf.path"
 )
-_CHUNKS_OF_SF = (
-    "JOIN field_chunks fc ON fc.connection_id = sf.connection_id "
-    "AND fc.stream = sf.stream AND fc.record_id = sf.record_id AND fc.path = sf.path "
+INDEX_WHOLE_TEXT = (
+    f"(SELECT {INDEX_SEPARATOR} || group_concat({INDEX_CHUNK_TEXT}, {INDEX_SEPARATOR}) "
+    f"|| {INDEX_SEPARATOR} FROM field_chunks fc WHERE {_SAME_FIELD})"
 )
+"""SQL: the indexed text of the field `sf` indexed whole: its chunks' indexed texts, each
+between separators (`INDEX_SEPARATOR`); NULL without chunks."""
+_HAS_TEXT = f"EXISTS (SELECT 1 FROM field_chunks fc WHERE {_SAME_FIELD} AND fc.chunk_no = 0)"
+"""SQL: the field `sf` has a chunk (an empty string has none, and no row in the index)."""
+
+
+def index_rows(tables: str, condition: str, whole: bool) -> str:
+    """SQL: the index rows of the `search_fields` rows (`sf` in `tables`) where `condition`
+    holds: the chunk rows of long fields, or the rows of the fields indexed whole, in rowid
+    order (also the benchmarks' bulk copies)."""
+    if whole:
+        return (
+            f"INSERT INTO search_chunks (rowid, body) SELECT sf.search_id, {INDEX_WHOLE_TEXT} "
+            f"FROM {tables} WHERE {condition} AND sf.whole = 1 AND {_HAS_TEXT} "
+            "ORDER BY sf.search_id"
+        )
+    return (
+        "INSERT INTO search_chunks (rowid, body) "
+        f"SELECT {INDEX_LONG_BASE} + sf.search_id * {INDEX_ROWID_SHIFT} + fc.chunk_no, "
+        f"{INDEX_CHUNK_TEXT} FROM {tables} JOIN field_chunks fc ON {_SAME_FIELD} "
+        f"WHERE {condition} AND sf.whole = 0 ORDER BY sf.search_id, fc.chunk_no"
+    )
 
 
 @cache
-def _index_chunks() -> Executable:
-    return text(
-        f"{_INDEX_ROWS}FROM ({_BATCH_KEYS}) AS k "
-        "JOIN search_fields sf ON sf.connection_id = :k_conn AND sf.stream = :k_stream "
-        f"AND sf.record_id = k.record_id AND sf.path = k.path {_CHUNKS_OF_SF}"
-        "ORDER BY sf.search_id, fc.chunk_no"
+def _index_chunks(whole: bool) -> Executable:
+    batch = (
+        f"({_BATCH_KEYS}) AS k JOIN search_fields sf ON {_OF_BATCH}"
+        "AND sf.record_id = k.record_id AND sf.path = k.path"
     )
+    return text(index_rows(batch, "1", whole))
 
 
 def manifest_of_connection(connection_id: str) -> Execute:
@@ -1279,17 +1347,22 @@ def register_backfill(connector_id: str, stream: str, paths: Sequence[str]) -> E
     return Execute(_backfill_register(), params, when=_fills_side_index)
 
 
-def index_above(top: int) -> Execute:
-    """Index the chunks of every `search_fields` entry with an id above `top` (SQLite)."""
-    return Execute(_index_above(), {"b_top": top}, when=_fills_side_index)
+def index_above(top: int) -> tuple[Execute, Execute]:
+    """Index every `search_fields` entry with an id above `top` (SQLite): long fields' chunks,
+    then the fields indexed whole."""
+    return (
+        Execute(_index_above(whole=False), {"b_top": top}, when=_fills_side_index),
+        Execute(_index_above(whole=True), {"b_top": top}, when=_fills_side_index),
+    )
 
 
 @cache
 def _backfill_register() -> Executable:
     text_like = ", ".join(f"'{kind.value}'" for kind in FieldKind if kind.text_like)
     return text(
-        "INSERT OR IGNORE INTO search_fields (connection_id, stream, record_id, path) "
-        "SELECT f.connection_id, f.stream, f.record_id, f.path FROM fields f "
+        "INSERT OR IGNORE INTO search_fields (connection_id, stream, record_id, path, whole) "
+        "SELECT f.connection_id, f.stream, f.record_id, f.path, "
+        f"{_is_whole('f.connection_id, f.stream, f.record_id, f.path')} FROM fields f "
         "WHERE f.connection_id IN "
         "(SELECT connection_id FROM connections WHERE connector_id = :b_connector) "
         "AND f.stream = :b_stream AND f.path IN (SELECT value FROM json_each(:b_paths)) "
@@ -1299,8 +1372,5 @@ def _backfill_register() -> Executable:
 
 
 @cache
-def _index_above() -> Executable:
-    return text(
-        f"{_INDEX_ROWS}FROM search_fields sf {_CHUNKS_OF_SF}"
-        "WHERE sf.search_id > :b_top ORDER BY sf.search_id, fc.chunk_no"
-    )
+def _index_above(whole: bool) -> Executable:
+    return text(index_rows("search_fields sf", "sf.search_id > :b_top", whole))
