@@ -299,3 +299,81 @@ def _fresh_reads(records: list[dict[str, Any]]) -> dict[str, Any]:
         setup_mailbox(fresh)
         fresh.upsert_records(MAILBOX, MESSAGES, records)
         return _stored_by_reads(fresh, records)
+
+
+def test_chunks_changed_outside_the_writes_keep_the_index_in_step(store: StoreFront) -> None:
+    """The index follows any change of chunks, not only the store's writes (SQLite: the
+    triggers; a field of at most `SCAN_CHUNKS` chunks is one row, deleted as it was and made
+    again of the chunks left): a chunk's text rewritten, then a chunk deleted, in a field of two
+    chunks and in a long one. Search (its index phase) and `q` find the text as it is."""
+    from unittest import mock
+
+    from pdpp_store._ops import search as search_ops
+
+    setup_mailbox(store)
+    g = owner(MESSAGES)
+    two = "x" * CHUNK_CHARS + " zebra tail"
+    long = "lorem ipsum " * ((BIG + 3 * CHUNK_CHARS) // 12) + "okapi"
+    store.upsert_records(
+        MAILBOX,
+        MESSAGES,
+        [_message("a", subject="nothing"), _message("m1", subject=two, references=long)],
+    )
+
+    def found(q: str) -> list[str]:
+        with mock.patch.object(search_ops, "SCAN_RECORDS", 1):
+            return [hit.record_id for hit in store.search(g, q).hits]
+
+    assert found("zebra") == ["m1"]
+    key = "connection_id = :c AND stream = :s AND record_id = 'm1'"
+    params = {"c": MAILBOX, "s": MESSAGES}
+    with _database(store) as conn:
+        for path, chunk in (("subject", 1), ("references", SCAN_CHUNKS + 2)):
+            conn.execute(  # the chunk, and the look-ahead of the one before it
+                text(
+                    "UPDATE field_chunks SET text = substr('quagga here' || text, 1, "
+                    "length(text)), folded = substr('quagga here' || text, 1, length(text)) "
+                    f"WHERE {key} AND path = :p AND chunk_no = :n"
+                ),
+                {**params, "p": path, "n": chunk},
+            )
+            conn.execute(
+                text(
+                    "UPDATE field_chunks SET lookahead = substr('quagga here' || lookahead, 1, "
+                    f"length(lookahead)) WHERE {key} AND path = :p AND chunk_no = :n"
+                ),
+                {**params, "p": path, "n": chunk - 1},
+            )
+        conn.commit()
+        _index_intact(conn)
+    assert found("zebra") == []
+    assert found("quagga") == ["m1"]
+    ref = RecordRef(MAILBOX, MESSAGES, "m1")
+    window = store.read_field_window(g, ref, "references", q="quagga")
+    assert window.match_start_chars == (SCAN_CHUNKS + 2) * CHUNK_CHARS
+    with _database(store) as conn:  # chunks deleted: what the index names, straight from it
+        steps = (  # rows naming each term: the subject's (its first chunk's look-ahead holds
+            # "quagga"), and the long field's chunks 33 (look-ahead) and 34
+            ("path = 'subject' AND chunk_no = 1", {"quagga": 3, "xxx": 1}),
+            ("path = 'references' AND chunk_no >= 1", {"quagga": 1, "xxx": 1}),
+            ("path = 'subject'", {"quagga": 0, "xxx": 0}),
+        )
+        for which, named in steps:
+            conn.execute(text(f"DELETE FROM field_chunks WHERE {key} AND {which}"), params)
+            conn.commit()
+            _index_intact(conn)
+            if conn.dialect.name == "sqlite":
+                assert {term: _named(conn, term) for term in named} == named, which
+    store.upsert_records(MAILBOX, MESSAGES, [_message("m1", subject="zebra again")])
+    with _database(store) as conn:
+        _index_intact(conn)
+    assert found("zebra") == ["m1"]
+    assert found("xxx") == []
+
+
+def _named(conn: Connection, term: str) -> int:
+    """SQLite: how many rows of the search index are candidates for `term`."""
+    from pdpp_store._sql.statements import fts_query
+
+    query = text("SELECT count(*) FROM search_chunks WHERE search_chunks MATCH :q")
+    return int(conn.execute(query, {"q": fts_query(term)}).scalar_one())

@@ -63,7 +63,7 @@ def test_the_search_index_migration_backfills_and_downgrades(db_url: str) -> Non
     from pdpp_store._ops import search as search_ops
     from pdpp_store._sql.statements import SCAN_CHUNKS
 
-    late = (SCAN_CHUNKS + 2) * CHUNK_CHARS + 7
+    late = 34 * CHUNK_CHARS + 7  # past the 32 chunks a match scan reads itself
     text = "." * late + "Okapi" + "." * 50
     with Store.open(db_url) as store:
         setup_mailbox(store)
@@ -243,3 +243,80 @@ def test_the_search_index_merges_eight_segments_at_a_time(sqlite_db_url: str) ->
     assert _automerge(sqlite_db_url) == 4
     run_alembic(sqlite_db_url, "upgrade", "head")
     assert _automerge(sqlite_db_url) == 8
+
+
+def _rows_naming(url: str, term: str) -> list[int]:
+    """SQLite: the rowids of the search index's rows that are candidates for `term`."""
+    from pdpp_store._sql.statements import fts_query
+
+    engine = create_engine(sync_url(url))
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO search_chunks (search_chunks) VALUES ('integrity-check')"
+            )
+            query = sa_text("SELECT rowid FROM search_chunks WHERE search_chunks MATCH :q")
+            return sorted(int(row[0]) for row in conn.execute(query, {"q": fts_query(term)}))
+    finally:
+        engine.dispose()
+
+
+def _search_ids(url: str) -> dict[str, int]:
+    engine = create_engine(sync_url(url))
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT record_id, search_id FROM search_fields")
+            return {str(record_id): int(search_id) for record_id, search_id in rows}
+    finally:
+        engine.dispose()
+
+
+def test_the_whole_field_migration_rebuilds_the_index_both_ways(sqlite_db_url: str) -> None:
+    """0007 rebuilds SQLite's index: a field of at most `SCAN_CHUNKS` chunks becomes one row
+    named by its id, a longer one keeps a row per chunk below `INDEX_LONG_BASE`; its downgrade
+    gives 0006's rows back (`id * 2**22 + chunk`). Both are intact (FTS5's own check), and
+    search's index phase and a late match find the same records after each."""
+    from unittest import mock
+
+    from _data import owner, ref_id
+
+    from pdpp_store._core.values import CHUNK_CHARS
+    from pdpp_store._ops import search as search_ops
+    from pdpp_store._sql.statements import INDEX_LONG_BASE, INDEX_ROWID_SHIFT
+
+    url = sqlite_db_url
+    late = 34 * CHUNK_CHARS + 7  # past the 32 chunks a match scan reads itself
+    records = [
+        body("a", "nothing"),
+        body("b", "x" * CHUNK_CHARS + "okapi in the second chunk"),
+        body("c", "." * late + "Okapi" + "." * 50),
+        body("d", ""),
+    ]
+    with Store.open(url) as store:
+        setup_mailbox(store)
+        store.upsert_records(MAILBOX, "message_bodies", records)
+    ids = _search_ids(url)
+    # c's chunk 33 holds the term's head in its look-ahead, as b's chunk 0 does.
+    long = [INDEX_LONG_BASE + ids["c"] * INDEX_ROWID_SHIFT + n for n in (33, 34)]
+    new_layout = [*long, ids["b"]]
+    assert _rows_naming(url, "okapi") == new_layout
+
+    def found() -> None:
+        with Store.open(url) as store:
+            window = store.read_field_window(owner(), ref_id("c"), "body_text", q="OKAPI")
+            assert window.match_start_chars == late
+            with mock.patch.object(search_ops, "SCAN_RECORDS", 1):
+                hits = store.search(owner(), "okapi").to_dict()["data"]
+            assert [hit["id"] for hit in hits] == [ref_id("b"), ref_id("c")]
+
+    found()
+    run_alembic(url, "downgrade", "0006")
+    old_layout = [
+        ids[r] * INDEX_ROWID_SHIFT + n for r, n in (("b", 0), ("b", 1), ("c", 33), ("c", 34))
+    ]
+    assert _rows_naming(url, "okapi") == old_layout
+    assert _automerge(url) == 8
+    run_alembic(url, "upgrade", "head")
+    assert _rows_naming(url, "okapi") == new_layout
+    assert _automerge(url) == 8
+    found()
