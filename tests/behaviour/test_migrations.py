@@ -63,7 +63,7 @@ def test_the_search_index_migration_backfills_and_downgrades(db_url: str) -> Non
     from pdpp_store._ops import search as search_ops
     from pdpp_store._sql.statements import SCAN_CHUNKS
 
-    late = 34 * CHUNK_CHARS + 7  # past the 32 chunks a match scan reads itself
+    late = (SCAN_CHUNKS + 2) * CHUNK_CHARS + 7
     text = "." * late + "Okapi" + "." * 50
     with Store.open(db_url) as store:
         setup_mailbox(store)
