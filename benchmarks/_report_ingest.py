@@ -102,7 +102,18 @@ def _rounds(data: dict[str, Any]) -> str:
             if bench.get("extra_info", {}).get("suite") == SUITE and "rounds" in bench["extra_info"]
         }
     )
-    return " or ".join(f"{count:,}" for count in counts) or "some"
+    last = sorted(
+        {
+            int(bench["extra_info"]["last_rounds"])
+            for bench in data.get("benchmarks", [])
+            if bench.get("extra_info", {}).get("suite") == SUITE
+            and "last_rounds" in bench["extra_info"]
+        }
+    )
+    at_last = " or ".join(f"{count:,}" for count in last)
+    return (" or ".join(f"{count:,}" for count in counts) or "some") + (
+        f" ({at_last} at the last point)" if at_last else ""
+    )
 
 
 def render(data: dict[str, Any]) -> list[str]:
