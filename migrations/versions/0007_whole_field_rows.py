@@ -176,6 +176,10 @@ def _new_index(rebuild: list[str], triggers: list[str]) -> None:
     op.execute(f"INSERT INTO search_chunks (search_chunks, rank) VALUES ('automerge', {AUTOMERGE})")
     for statement in (*rebuild, *triggers):
         op.execute(statement)
+    # The rebuild leaves many segments still to merge, which later writes would pay for, a
+    # little each (measured at 1,000,000 records: 1.4x the cost of a batch into an empty
+    # database, 1.1x after this; it took 33 s there).
+    op.execute("INSERT INTO search_chunks (search_chunks) VALUES ('optimize')")
 
 
 def upgrade() -> None:
