@@ -157,7 +157,9 @@ def _open_mail_store(
             if conn.dialect.name == "sqlite":
                 # The store indexes what it writes: turn those statements into no-ops.
                 skip = Execute(text("SELECT 1"), when=lambda _: False)
-                request.getfixturevalue("monkeypatch").setattr(sql, "index_fields", lambda: skip)
+                request.getfixturevalue("monkeypatch").setattr(
+                    sql, "index_fields", lambda: (skip, skip)
+                )
                 request.getfixturevalue("monkeypatch").setattr(
                     sql, "register_index_fields", lambda: skip
                 )
