@@ -48,7 +48,9 @@ FC_OF_SF = (
     "fc.connection_id = sf.connection_id AND fc.stream = sf.stream "
     "AND fc.record_id = sf.record_id AND fc.path = sf.path"
 )
-HAS_TEXT = f"EXISTS (SELECT 1 FROM field_chunks fc WHERE {FC_OF_SF} AND fc.chunk_no = 0)"
+HAS_TEXT = f"EXISTS (SELECT 1 FROM field_chunks fc WHERE {FC_OF_SF})"
+"""The field has a chunk left: its whole row exists exactly then (after a delete of chunks by
+hand, in any order, the row is remade of the chunks left; none left, none made)."""
 WHOLE_TEXT = (
     f"(SELECT {SEP} || group_concat({PIECE_FC}, {SEP}) || {SEP} "
     f"FROM field_chunks fc WHERE {FC_OF_SF})"

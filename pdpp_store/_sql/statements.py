@@ -1281,8 +1281,10 @@ INDEX_WHOLE_TEXT = (
 )
 """SQL: the indexed text of the field `sf` indexed whole: its chunks' indexed texts, each
 between separators (`INDEX_SEPARATOR`); NULL without chunks."""
-_HAS_TEXT = f"EXISTS (SELECT 1 FROM field_chunks fc WHERE {_SAME_FIELD} AND fc.chunk_no = 0)"
-"""SQL: the field `sf` has a chunk (an empty string has none, and no row in the index)."""
+_HAS_TEXT = f"EXISTS (SELECT 1 FROM field_chunks fc WHERE {_SAME_FIELD})"
+"""SQL: the field `sf` has a chunk (an empty string has none, and no row in the index). Any
+chunk, not chunk 0: a whole field's row is made of the chunks there are, as the triggers of
+migration 0007 remake it after a chunk is deleted."""
 
 
 def index_rows(tables: str, condition: str, whole: bool) -> str:
