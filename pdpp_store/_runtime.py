@@ -843,7 +843,7 @@ class _Slots:
     deadline, serves them all. A freed slot goes to the oldest waiter directly, so a newcomer
     never takes it from one that waits."""
 
-    __slots__ = ("_free", "_timeout_s", "_timer", "_waiters")
+    __slots__ = ("_free", "_timeout_s", "_timer", "_timer_loop", "_waiters")
 
     def __init__(self, slots: int, timeout_s: float) -> None:
         self._free = slots
@@ -851,6 +851,9 @@ class _Slots:
         self._waiters: deque[tuple[float, asyncio.Future[None]]] = deque()
         """(deadline, future) of each waiter, oldest first (a cancelled one stays until met)."""
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+        """The loop `_timer` was armed on: a store used on a later loop (`asyncio.run` per job)
+        arms its own, and the timer is cancelled when no one waits, so none outlives its loop."""
 
     def free(self) -> int:
         """How many slots are free (none, while anyone waits for one)."""
@@ -869,7 +872,8 @@ class _Slots:
         loop = asyncio.get_running_loop()
         slot = loop.create_future()
         self._waiters.append((loop.time() + self._timeout_s, slot))
-        if self._timer is None:
+        if self._timer is None or self._timer_loop is not loop:  # none, or one of a loop gone
+            self._disarm()
             self._arm(loop)
         try:
             await slot
@@ -880,6 +884,13 @@ class _Slots:
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer = loop.call_at(self._waiters[0][0], self._expire, loop)
+        self._timer_loop = loop
+
+    def _disarm(self) -> None:
+        """Cancel the timer: no one waits any more (or it belongs to a loop gone)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
         """Refuse the waiters whose deadline has come; arm the timer for the next one."""
@@ -901,7 +912,10 @@ class _Slots:
             _, slot = self._waiters.popleft()
             if not slot.done():
                 slot.set_result(None)
+                if not self._waiters:
+                    self._disarm()
                 return
+        self._disarm()
         self._free += 1
 
 

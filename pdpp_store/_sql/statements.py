@@ -199,7 +199,9 @@ def connector_of(rows: Rows) -> str | None:
 
 
 def stream_declared_anywhere(stream: str) -> Execute:
-    return Execute(_stream_declared_anywhere(), {"r_stream": stream}, bounded=True)
+    # Not bounded: `streams` is keyed by (connector_id, stream), so this scans every declared
+    # stream (the catalogue's size), for a caller-chosen name on an error path.
+    return Execute(_stream_declared_anywhere(), {"r_stream": stream})
 
 
 @cache
@@ -235,6 +237,23 @@ class GrantShape(NamedTuple):
     @classmethod
     def of(cls, grant: StreamGrant) -> GrantShape:
         return _grant_terms(grant)[0]
+
+
+BOUNDED_GRANT_TERMS = 64
+"""A statement bound to a grant is `Execute.bounded` only while the grant's lists (connections,
+resources, fields) hold at most this many names in all: each list is matched as one parameter
+(`in_ids`), which the database reads whole on every statement, so a read under a grant naming
+thousands of connections costs in proportion to it (and an async SQLite read then runs in a
+reader thread, not on the event loop)."""
+
+
+def _small(grant: StreamGrant, *more: Sequence[str] | None) -> bool:
+    """Whether `grant`'s lists and `more` (other bound lists) name at most
+    `BOUNDED_GRANT_TERMS` values in all."""
+    total = sum(
+        len(names) for names in (grant.instance_ids, grant.resources, grant.fields, *more) if names
+    )
+    return total <= BOUNDED_GRANT_TERMS
 
 
 @lru_cache(maxsize=1024)
@@ -398,7 +417,7 @@ def field_window(
     if digest_prefix is not None:
         params["w_prefix"] = digest_prefix
         params["w_prefix_len"] = len(digest_prefix)
-    return Execute(_field_window(shape, digest_prefix is not None), params, bounded=True)
+    return Execute(_field_window(shape, digest_prefix is not None), params, bounded=_small(grant))
 
 
 @cache
@@ -434,7 +453,7 @@ def _field_window(shape: GrantShape, with_prefix: bool) -> Select[Any]:
 
 def field_meta(ref: RecordRef, path: str, grant: StreamGrant) -> Execute:
     params = {**_record_params(ref, path), **grant_params(grant)}
-    return Execute(_field_meta(GrantShape.of(grant)), params, bounded=True)
+    return Execute(_field_meta(GrantShape.of(grant)), params, bounded=_small(grant))
 
 
 @cache
@@ -840,7 +859,8 @@ def record_preview(
     return Execute(
         _record_preview(shape, grant.fields is not None, after_field is not None, only is not None),
         params,
-        bounded=True,  # at most `max_fields` fields, each at most one chunk's head
+        # at most `max_fields` fields, each at most one chunk's head, under a small grant
+        bounded=_small(grant, only),
     )
 
 
