@@ -87,38 +87,34 @@ FTS = """
     )
 """
 
-TRIGGERS = [
-    f"""
-    CREATE TRIGGER search_chunks_delete AFTER DELETE ON field_chunks
-    WHEN {_indexed("old")}
-    BEGIN
+UNINDEX_OLD = f"""
         INSERT INTO search_chunks (search_chunks, rowid, body)
         SELECT 'delete', {LONG_BASE} + sf.search_id * {SHIFT} + old.chunk_no, {PIECE_OLD}
         FROM search_fields sf WHERE {_same("sf", "old")} AND sf.whole = 0;
         INSERT INTO search_chunks (search_chunks, rowid, body)
         SELECT 'delete', sf.search_id, {_was(PIECE_OLD, "old")}
-        FROM search_fields sf WHERE {_same("sf", "old")} AND sf.whole = 1;
+        FROM search_fields sf WHERE {_same("sf", "old")} AND sf.whole = 1;"""
+"""Both triggers: take the old chunk out (its long row, or its field's whole row as it was)."""
+REINDEX_WHOLE = f"""
         INSERT INTO search_chunks (rowid, body)
         SELECT sf.search_id, {WHOLE_TEXT}
-        FROM search_fields sf WHERE {_same("sf", "old")} AND sf.whole = 1 AND {HAS_TEXT};
+        FROM search_fields sf WHERE {_same("sf", "old")} AND sf.whole = 1 AND {HAS_TEXT};"""
+"""Both triggers: make the whole row again of the chunks there are now."""
+
+TRIGGERS = [
+    f"""
+    CREATE TRIGGER search_chunks_delete AFTER DELETE ON field_chunks
+    WHEN {_indexed("old")}
+    BEGIN{UNINDEX_OLD}{REINDEX_WHOLE}
     END
     """,
     f"""
     CREATE TRIGGER search_chunks_update AFTER UPDATE OF text, folded, lookahead ON field_chunks
     WHEN {_indexed("new")}
-    BEGIN
-        INSERT INTO search_chunks (search_chunks, rowid, body)
-        SELECT 'delete', {LONG_BASE} + sf.search_id * {SHIFT} + old.chunk_no, {PIECE_OLD}
-        FROM search_fields sf WHERE {_same("sf", "old")} AND sf.whole = 0;
+    BEGIN{UNINDEX_OLD}
         INSERT INTO search_chunks (rowid, body)
         SELECT {LONG_BASE} + sf.search_id * {SHIFT} + new.chunk_no, {PIECE_NEW}
-        FROM search_fields sf WHERE {_same("sf", "new")} AND sf.whole = 0;
-        INSERT INTO search_chunks (search_chunks, rowid, body)
-        SELECT 'delete', sf.search_id, {_was(PIECE_OLD, "old")}
-        FROM search_fields sf WHERE {_same("sf", "old")} AND sf.whole = 1;
-        INSERT INTO search_chunks (rowid, body)
-        SELECT sf.search_id, {WHOLE_TEXT}
-        FROM search_fields sf WHERE {_same("sf", "new")} AND sf.whole = 1;
+        FROM search_fields sf WHERE {_same("sf", "new")} AND sf.whole = 0;{REINDEX_WHOLE}
     END
     """,
 ]
