@@ -452,8 +452,9 @@ def _field_window(shape: GrantShape, with_prefix: bool) -> Select[Any]:
 
 
 def field_meta(ref: RecordRef, path: str, grant: StreamGrant) -> Execute:
-    params = {**_record_params(ref, path), **grant_params(grant)}
-    return Execute(_field_meta(GrantShape.of(grant)), params, bounded=_small(grant))
+    shape, terms = _grant_terms(grant)
+    params = {**_record_params(ref, path), **terms}
+    return Execute(_field_meta(shape), params, bounded=_small(grant))
 
 
 @cache
@@ -1265,10 +1266,8 @@ def _unindex_whole_fields() -> Executable:
     )
 
 
-def _is_whole(key: str) -> str:
-    """SQL: the field `key` names (`connection_id, stream, record_id, path` as SQL) has at most
-    `SCAN_CHUNKS` chunks."""
-    conn, stream, record_id, path = key.split(", ")
+def _is_whole(conn: str, stream: str, record_id: str, path: str) -> str:
+    """SQL: the field these SQL expressions name has at most `SCAN_CHUNKS` chunks."""
     return (
         "NOT EXISTS (SELECT 1 FROM field_chunks w WHERE w.connection_id = "
         f"{conn} AND w.stream = {stream} AND w.record_id = {record_id} AND w.path = {path} "
@@ -1281,7 +1280,7 @@ def _register_index_fields() -> Executable:
     return text(
         "INSERT OR IGNORE INTO search_fields (connection_id, stream, record_id, path, whole) "
         "SELECT :k_conn, :k_stream, k.record_id, k.path, "
-        f"{_is_whole(':k_conn, :k_stream, k.record_id, k.path')} FROM ({_BATCH_KEYS}) AS k"
+        f"{_is_whole(':k_conn', ':k_stream', 'k.record_id', 'k.path')} FROM ({_BATCH_KEYS}) AS k"
     )
 
 
@@ -1384,7 +1383,7 @@ def _backfill_register() -> Executable:
     return text(
         "INSERT OR IGNORE INTO search_fields (connection_id, stream, record_id, path, whole) "
         "SELECT f.connection_id, f.stream, f.record_id, f.path, "
-        f"{_is_whole('f.connection_id, f.stream, f.record_id, f.path')} FROM fields f "
+        f"{_is_whole('f.connection_id', 'f.stream', 'f.record_id', 'f.path')} FROM fields f "
         "WHERE f.connection_id IN "
         "(SELECT connection_id FROM connections WHERE connector_id = :b_connector) "
         "AND f.stream = :b_stream AND f.path IN (SELECT value FROM json_each(:b_paths)) "
