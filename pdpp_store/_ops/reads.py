@@ -495,7 +495,7 @@ def _preview(ref: RecordRef, row: sql.PreviewRow, budget: int) -> FieldPreview:
     and `binary-only` exactly to a field that is not text-like."""
     info, item_count, head = row
     kind, size = info.kind, info.size_chars
-    if kind is not FieldKind.TEXT and kind is not FieldKind.JSON:  # not `text_like`
+    if not kind.text_like:
         return built_preview(ref, info, "binary-only", item_count=item_count)
     if size > budget and budget < PREVIEW_CHARS:  # min(size, PREVIEW_CHARS) > budget
         return built_preview(ref, info, "unavailable", item_count=item_count)
