@@ -24,11 +24,11 @@ Rules:
 6. Reads run below SQLAlchemy, on the DBAPI connection of a held connection (an async read on
    SQLite runs its bounded statements on the event loop and the rest in a connection's thread:
    `AsyncReaders`): each statement is compiled once per dialect into a `Plan` (its SQL and how
-   to bind its parameters), and every
-   read statement of the store passes through `Statements.send` and `Statements.received`, the
-   one execution point of reads, where `observing` lets an observer see each statement, its
-   parameters and every row (the boundary audit attaches there). Writes and migrations stay on
-   SQLAlchemy, whose cursor events show them.
+   to bind its parameters), and every read statement of the store passes through
+   `Statements.send` and `Statements.received`, the one execution point of reads, where
+   `observing` lets an observer see each statement, its parameters and every row (the boundary
+   audit attaches there). Writes and migrations stay on SQLAlchemy, whose cursor events show
+   them.
 7. Read connections are kept between reads, so what SQLAlchemy does on a disconnect is done
    here for reads: an error that says the database dropped the connection invalidates the pool
    and every kept connection, so only the read that met it fails (`storage_unavailable`, not
@@ -838,10 +838,9 @@ class _Slots:
     read that waits, which at 16 tasks on 10 slots is most of them, and cost 7.2 µs of loop CPU
     per read against 2.9 µs here (measured, a stand-in read of one loop round trip): a cost only
     the higher concurrency paid, so reads/s on Postgres fell from 4 to 16 tasks. Every waiter
-    has the same timeout, so
-    their deadlines come in the order they queued: one timer, armed for the oldest waiter's
-    deadline, serves them all. A freed slot goes to the oldest waiter directly, so a newcomer
-    never takes it from one that waits."""
+    has the same timeout, so their deadlines come in the order they queued: one timer, armed
+    for the oldest waiter's deadline, serves them all. A freed slot goes to the oldest waiter
+    directly, so a newcomer never takes it from one that waits."""
 
     __slots__ = ("_free", "_timeout_s", "_timer", "_timer_loop", "_waiters")
 
