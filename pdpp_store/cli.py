@@ -618,8 +618,16 @@ def blob_put(ctx: click.Context, file: IO[bytes], mime_type: str) -> None:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    metavar="N",
+    help="Serve from N processes sharing the port (one per core: a process uses one core).",
+)
 @click.pass_context
-def serve(ctx: click.Context, tokens_path: Path, host: str, port: int) -> None:
+def serve(ctx: click.Context, tokens_path: Path, host: str, port: int, workers: int) -> None:
     """Serve the store over HTTP: the REST routes under /v1 and MCP at /mcp (needs the
     `server` extra: pip install 'pdpp-store[server]'). Stops on Ctrl-C."""
     try:
@@ -628,7 +636,7 @@ def serve(ctx: click.Context, tokens_path: Path, host: str, port: int) -> None:
         raise click.UsageError(
             f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
         ) from None
-    run(ctx.find_root().params["db"], tokens_path, host=host, port=port)
+    run(ctx.find_root().params["db"], tokens_path, host=host, port=port, workers=workers)
 
 
 @cli.command()

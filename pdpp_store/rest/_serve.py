@@ -1,4 +1,4 @@
-"""`serve` / `run`: the REST server, with the MCP server at `/mcp`, under uvicorn, on one loop.
+"""`serve` / `run`: the REST server, with the MCP server at `/mcp`, under uvicorn.
 
 Rules:
 1. The tokens file is read and checked before the database is opened: a bad file is one clear
@@ -7,22 +7,58 @@ Rules:
    closed by the application's shutdown, before uvicorn hands a captured Ctrl-C back.
 3. `run` picks uvicorn's fastest available parts (uvloop, httptools) exactly as `uvicorn.run`
    would ("auto"); without them it serves on asyncio and h11, slower but the same.
+4. With `workers` > 1, `run` is uvicorn's supervisor over that many worker processes sharing one
+   listening socket, the only way a Python server uses more than one core (a second thread in one
+   process slows even the bare SQLite driver down: docs/decisions.md). The parent opens the store
+   once first (a bad URL or an unmigratable database is the same one error as with one process,
+   and the migration runs once); each worker then opens its own store at its application's
+   startup, on its own loop (rule 2), under the grants the parent read (rule 1). Ending the
+   parent by its pid (SIGINT or SIGTERM) ends every worker gracefully; a worker that dies is
+   replaced; a worker that cannot start stops the whole server, which then fails.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
+from starlette.types import Receive, Scope, Send
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors import Multiprocess
 
-from pdpp_store import AsyncStore, Grant, load_tokens
+from pdpp_store import AsyncStore, Grant, Store, load_tokens
 from pdpp_store.mcp import http_app
 
 from ._app import create_app
 
 __all__ = ["run", "serve"]
+
+
+def _config(app: Any, host: str, port: int, log_level: str, **options: Any) -> uvicorn.Config:
+    """uvicorn's settings for every way of serving here."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        proxy_headers=False,
+        server_header=False,
+        **options,
+    )
+
+
+async def _application(store: AsyncStore, grants: Mapping[str, Grant]) -> Any:
+    """The served application over an open store, which its shutdown closes (rule 2)."""
+    try:
+        return create_app(store, grants, mcp_app=http_app(store, grants), owns_store=True)
+    except BaseException:
+        await store.close()  # nothing owns the store until the application exists
+        raise
 
 
 async def serve(
@@ -37,20 +73,73 @@ async def serve(
     until stopped."""
     grants = tokens if isinstance(tokens, Mapping) else load_tokens(tokens)
     store = await AsyncStore.open(url)
-    try:
-        app = create_app(store, grants, mcp_app=http_app(store, grants), owns_store=True)
-    except BaseException:
-        await store.close()
-        raise
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
-        proxy_headers=False,
-        server_header=False,
+    app = await _application(store, grants)
+    await uvicorn.Server(_config(app, host, port, log_level)).serve()
+
+
+@dataclass(frozen=True)
+class _Worker:
+    """What a worker process is sent (pickled): the store's URL and the checked grants. uvicorn
+    calls it, as an application factory, in the worker."""
+
+    url: str
+    grants: Mapping[str, Grant]
+
+    def __call__(self) -> _OpenedAtStartup:
+        return _OpenedAtStartup(self.url, self.grants)
+
+
+class _OpenedAtStartup:
+    """An ASGI application whose store is opened at lifespan startup, on the loop that serves,
+    and whose real application (with its own lifespan) runs from then until shutdown."""
+
+    def __init__(self, url: str, grants: Mapping[str, Grant]) -> None:
+        self._url = url
+        self._grants = grants
+        self._app: Any = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        # uvicorn runs with lifespan "on": nothing is served before startup completed.
+        await self._app(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
+        async with contextlib.AsyncExitStack() as running:
+            try:
+                store = await AsyncStore.open(self._url)
+                app = await _application(store, self._grants)
+                await running.enter_async_context(app.router.lifespan_context(app))
+            except Exception as error:
+                await send({"type": "lifespan.startup.failed", "message": str(error)})
+                return
+            self._app = app
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+def _run_workers(
+    url: str, grants: Mapping[str, Grant], *, workers: int, host: str, port: int, log_level: str
+) -> None:
+    Store.open(url).close()  # one error for a bad store, and one migration (rule 4)
+    config = _config(
+        _Worker(url, grants),
+        host,
+        port,
+        log_level,
+        factory=True,
+        interface="asgi3",
+        lifespan="on",
+        loop="auto",
+        workers=workers,
     )
-    await uvicorn.Server(config).serve()
+    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    supervisor.run()
+    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+        raise SystemExit(STARTUP_FAILURE)  # uvicorn logged why
 
 
 def run(
@@ -60,10 +149,14 @@ def run(
     host: str = "127.0.0.1",
     port: int = 8787,
     log_level: str = "info",
+    workers: int = 1,
 ) -> None:
-    """`serve` on a loop of uvicorn's choosing; returns when the server stops (Ctrl-C is a
-    normal stop, not an error)."""
+    """`serve` on a loop of uvicorn's choosing, in `workers` processes (rule 4); returns when the
+    server stops (Ctrl-C is a normal stop, not an error)."""
     tokens = load_tokens(tokens_path)  # before anything else (rule 1)
+    if workers > 1:
+        _run_workers(url, tokens, workers=workers, host=host, port=port, log_level=log_level)
+        return
     loop_factory = uvicorn.Config("pdpp_store.rest:create_app", loop="auto").get_loop_factory()
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:

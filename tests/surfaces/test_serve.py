@@ -8,6 +8,7 @@ ended by its pid (SIGINT: uvicorn's own graceful stop), on every database.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -21,13 +22,16 @@ from typing import Any
 
 import httpx
 import httpx2
+import psycopg
 import pytest
 from _data import MAILBOX, attachment
 from _rest import NARROW, OWNER, TEXT, TOKEN_GRANTS, seed, window_path
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from sqlalchemy.engine import make_url
 
-from pdpp_store import AsyncStore, Store
+from pdpp_store import AsyncStore, Store, load_tokens
+from pdpp_store.rest._serve import _Worker
 
 CLI = Path(sys.executable).with_name("pdpp-store")
 STARTUP_SECONDS = 30.0
@@ -58,10 +62,10 @@ class Server:
         return self.process.stderr.read().decode(errors="replace")
 
 
-def start(url: str, tokens: Path) -> Server:
+def start(url: str, tokens: Path, *options: str) -> Server:
     port = free_port()
     process = subprocess.Popen(
-        [str(CLI), "--db", url, "serve", "--tokens", str(tokens), "--port", str(port)],
+        [str(CLI), "--db", url, "serve", "--tokens", str(tokens), "--port", str(port), *options],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -86,8 +90,7 @@ def tokens_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def server(db_url: str, tokens_file: Path) -> Iterator[Server]:
+def _seed(db_url: str) -> None:
     async def seeded() -> None:
         store = await AsyncStore.open(db_url)
         try:
@@ -96,6 +99,11 @@ def server(db_url: str, tokens_file: Path) -> Iterator[Server]:
             await store.close()
 
     asyncio.run(seeded())
+
+
+@pytest.fixture
+def server(db_url: str, tokens_file: Path) -> Iterator[Server]:
+    _seed(db_url)
     running = start(db_url, tokens_file)
     try:
         yield running
@@ -237,3 +245,187 @@ def test_serve_refuses_a_bad_tokens_file_before_starting(db_url: str, tmp_path: 
     error = json.loads(done.stderr)["error"]
     assert (error["code"], error["param"]) == ("invalid_tokens", "tokens[0]")
     assert b"short" not in done.stderr
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as listing:
+        return [int(child) for child in listing.read().split()]
+
+
+def _workers(pid: int) -> list[int]:
+    """The server's worker processes (its other child is multiprocessing's resource tracker)."""
+    workers = []
+    for child in _children(pid):
+        with open(f"/proc/{child}/cmdline", "rb") as cmdline:
+            if b"spawn_main" in cmdline.read():
+                workers.append(child)
+    return workers
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie nobody here will reap (it has ended all the same)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _all_end(pids: list[int], seconds: float = 10.0) -> bool:
+    """Whether every process in `pids` ends within `seconds` (the resource tracker leaves once
+    its parent has gone, a moment after)."""
+    deadline = time.monotonic() + seconds
+    while not all(_ended(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_serve_with_workers_answers_from_each_process_and_ends_them(
+    db_url: str, tokens_file: Path
+) -> None:
+    """`--workers 2`: two processes share the port, each with its own store; both answer REST
+    and MCP with the same tokens; ending the parent by its pid ends every process it started."""
+    _seed(db_url)
+    server = start(db_url, tokens_file, "--workers", "2")
+    try:
+        workers = _workers(server.process.pid)
+        assert len(workers) == 2, _children(server.process.pid)
+        before = {worker: _cpu_ticks(worker) for worker in workers}
+        headers = {"Authorization": f"Bearer {OWNER}", "Connection": "close"}
+        params: dict[str, str | int] = {"field": "body_text", "limit_chars": 50}
+        for _ in range(300):  # a new connection each time: the kernel hands each to a worker
+            response = httpx.get(
+                f"{server.base_url}{window_path()}", params=params, headers=headers
+            )
+            assert response.status_code == 200, response.text
+            assert response.json()["window"]["text"] == TEXT[:50]
+        worked = {worker: _cpu_ticks(worker) - before[worker] for worker in workers}
+        assert all(ticks >= 2 for ticks in worked.values()), worked
+        result = asyncio.run(_mcp_read(server.base_url, OWNER))
+        assert result.structured_content["window"]["text"] == TEXT[:40]
+        children = _children(server.process.pid)
+    finally:
+        log = server.stop()
+    assert server.process.returncode == 0, log
+    assert log.count("Application startup complete.") == 2, log
+    assert log.count("Application shutdown complete.") == 2, log
+    assert _all_end(children), f"still running: {children}"
+
+
+def test_serve_with_workers_refuses_an_unopenable_store_as_one_process_does(
+    tokens_file: Path, tmp_path: Path
+) -> None:
+    """A bad store is the same one clear error with workers as without, from the parent, before
+    any worker is started."""
+    missing = f"sqlite:///{tmp_path / 'no-such-dir' / 'store.db'}"
+    errors = []
+    for workers in ("1", "2"):
+        done = subprocess.run(
+            [
+                *(str(CLI), "--db", missing, "serve", "--tokens", str(tokens_file)),
+                *("--workers", workers, "--port", str(free_port())),
+            ],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 1, done.stderr
+        assert b"Started parent process" not in done.stderr
+        errors.append(json.loads(done.stderr)["error"])
+    assert errors[0] == errors[1]
+    assert (errors[1]["code"], errors[1]["param"]) == ("invalid_request", "url")
+
+
+class _Lifespan:
+    """Drives an ASGI application's lifespan as a server does."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.incoming: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+        self.sent: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+
+    async def startup(self) -> dict[str, str]:
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}}
+        self.task = asyncio.create_task(self.app(scope, self.incoming.get, self.sent.put))
+        await self.incoming.put({"type": "lifespan.startup"})
+        return await self.sent.get()
+
+    async def shutdown(self) -> dict[str, str]:
+        await self.incoming.put({"type": "lifespan.shutdown"})
+        answer = await self.sent.get()
+        await self.task
+        return answer
+
+
+def _connections_held(db_url: str) -> int:
+    """This process's open files on the SQLite store, or the Postgres database's sessions other
+    than the one asking."""
+    url = make_url(db_url)
+    if url.get_backend_name() == "sqlite":
+        path = os.path.realpath(url.database or "")
+        held = 0
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                held += os.path.realpath(f"/proc/self/fd/{fd}").startswith(path)
+        return held
+    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_worker_opens_its_store_at_startup_and_closes_it_at_shutdown(
+    db_url: str, tokens_file: Path
+) -> None:
+    """What each `--workers` process serves: its store opened at startup, on the serving loop,
+    answering under the grants it was sent, and closed at shutdown."""
+    _seed(db_url)
+    app = _Worker(db_url, load_tokens(tokens_file))()
+
+    async def scenario() -> None:
+        assert _connections_held(db_url) == 0
+        lifespan = _Lifespan(app)
+        assert await lifespan.startup() == {"type": "lifespan.startup.complete"}
+        assert _connections_held(db_url) > 0
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://worker") as client:
+            response = await client.get(
+                window_path(),
+                params={"field": "body_text", "limit_chars": 50},
+                headers={"Authorization": f"Bearer {OWNER}"},
+            )
+            assert response.json()["window"]["text"] == TEXT[:50]
+            refused = await client.get(window_path(), params={"field": "body_text"})
+            assert refused.status_code == 401
+        assert await lifespan.shutdown() == {"type": "lifespan.shutdown.complete"}
+        assert _connections_held(db_url) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_that_cannot_open_its_store_fails_its_startup_saying_why(
+    tmp_path: Path, tokens_file: Path
+) -> None:
+    """The store went away between the parent's check and a worker's start: the worker's
+    startup fails with the store's own error (uvicorn then stops the whole server)."""
+    missing = f"sqlite:///{tmp_path / 'gone' / 'store.db'}"
+    app = _Worker(missing, load_tokens(tokens_file))()
+
+    async def scenario() -> dict[str, str]:
+        return await _Lifespan(app).startup()
+
+    failed = asyncio.run(scenario())
+    assert failed["type"] == "lifespan.startup.failed"
+    assert "directory does not exist" in failed["message"]
