@@ -37,7 +37,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,8 @@ CONNECTION = "cin_bench"
 STREAM = "message_bodies"
 LEVELS = (1, 8, 32)
 LEVEL_CAP_SECONDS = 60.0
+WORKERS = 2
+"""`serve --workers` for the last rows: one process per core of this machine."""
 PG_ADMIN = os.environ.get(
     "PDPP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 ).replace("postgresql+psycopg://", "postgresql://")
@@ -271,12 +273,13 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _serving(url: str, directory: Path) -> Iterator[int]:
+def _serving(url: str, directory: Path, workers: int = 1) -> Iterator[int]:
     tokens = directory / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: GRANT}), encoding="utf-8")
     port = _free_port()
     cli = Path(sys.executable).with_name("pdpp-store")
     command = [str(cli), "--db", url, "serve", "--tokens", str(tokens), "--port", str(port)]
+    command += ["--workers", str(workers)]
     log = (directory / "serve.log").open("wb")
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     base_url = f"http://127.0.0.1:{port}"
@@ -361,6 +364,10 @@ def measure(smoke: bool, sqlite_only: bool) -> list[tuple[str, list[Figures]]]:
                 figures = [_merged(parts) for parts in one_at_a_time]
                 for clients in LEVELS[1:]:
                     figures.append(asyncio.run(_clients(port, clients, per_level[clients])))
+            with _serving(url, Path(temporary), workers=WORKERS) as port:
+                for clients in LEVELS[1:]:
+                    more = asyncio.run(_clients(port, clients, per_level[clients]))
+                    figures.append(replace(more, label=f"{more.label}, {WORKERS} workers"))
             results.append((name, figures))
     return results
 

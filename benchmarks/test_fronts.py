@@ -4,6 +4,10 @@
   the boundary audit captured them), run on the raw async driver (aiosqlite `execute_fetchall`,
   psycopg `AsyncConnection` in autocommit, one connection per task), with 1, 4 and 16 concurrent
   tasks sharing `FRONT_READS` reads per round: reads/s of each;
+- across processes: the same reads, by the same 16 tasks, in one process or spread over two
+  (`_processes`: an `AsyncStore` on each process's own loop); and the raw driver's statement
+  on 1 and on 2 threads of one process (what a second thread adds where the interpreter lock
+  is held for most of a read);
 - sync: `Store` reads (a window by offset and by cursor, a record projection) against the raw
   floor: the captured statements replayed on a bare autocommit DBAPI connection, as the library
   runs its reads (no transaction).
@@ -16,9 +20,15 @@ the smoke run uses 32).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import multiprocessing
 import os
+import signal
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnProcess
 from typing import Any
 
 import aiosqlite
@@ -32,6 +42,7 @@ from pdpp_store import AsyncStore, Store
 
 from ._bench import WINDOW_CHARS, BenchDatabase, Captured
 from ._measure import DATASETS, label
+from ._processes import WindowRead, serve_orders, shares
 
 FRONT_READS = int(os.environ.get("PDPP_BENCH_FRONT_READS") or 256)
 TASKS = (1, 4, 16)
@@ -83,10 +94,6 @@ def fronts(bench: BenchDatabase) -> Iterator[AsyncFronts]:
         loop.close()
 
 
-def _shares(total: int, tasks: int) -> list[int]:
-    return [total // tasks + (1 if n < total % tasks else 0) for n in range(tasks)]
-
-
 async def _concurrently(tasks: int, read: Callable[[int], Awaitable[object]]) -> list[object]:
     """`FRONT_READS` reads split over `tasks` tasks; task `n` reads with `read(n)`."""
 
@@ -94,7 +101,7 @@ async def _concurrently(tasks: int, read: Callable[[int], Awaitable[object]]) ->
         return [await read(n) for _ in range(count)]
 
     done = await asyncio.gather(
-        *(worker(n, count) for n, count in enumerate(_shares(FRONT_READS, tasks)))
+        *(worker(n, count) for n, count in enumerate(shares(FRONT_READS, tasks)))
     )
     return [answer for answers in done for answer in answers]
 
@@ -219,3 +226,128 @@ def test_sync_front(
     else:
         floor = benchmark(lambda: bench.replay(captured.executions, autocommit=True))
         assert floor == captured.rows
+
+
+PROCESSES = (1, 2)
+SPREAD_TASKS = max(TASKS)
+"""The tasks of the busiest async level, all in one process or split evenly over the others."""
+READY_SECONDS = 60.0
+
+
+@pytest.fixture(scope="module")
+def reader_processes(bench: BenchDatabase) -> Iterator[Callable[[int], list[Connection]]]:
+    """`get(n)`: the pipes to `n` reader processes (started on first use, kept for the module,
+    then told to stop and ended by their pids)."""
+    read = WindowRead(bench.url, bench.ref(DATASET), bench.grant, OFFSET, WINDOW_CHARS)
+    context = multiprocessing.get_context("spawn")
+    started: dict[int, list[tuple[SpawnProcess, Connection]]] = {}
+
+    def get(count: int) -> list[Connection]:
+        if count not in started:
+            started[count] = []
+            for _ in range(count):
+                mine, theirs = context.Pipe()
+                process = context.Process(target=serve_orders, args=(read, theirs), daemon=True)
+                process.start()
+                theirs.close()
+                started[count].append((process, mine))
+                assert mine.poll(READY_SECONDS), "a reader process did not start"
+                assert mine.recv() == "ready"
+        return [pipe for _, pipe in started[count]]
+
+    try:
+        yield get
+    finally:
+        for readers in started.values():
+            for process, pipe in readers:
+                with contextlib.suppress(OSError):
+                    pipe.send(None)
+                process.join(timeout=30)
+                if process.is_alive() and process.pid is not None:
+                    os.kill(process.pid, signal.SIGKILL)
+                    process.join()
+
+
+@pytest.mark.parametrize("processes", PROCESSES)
+def test_async_processes(
+    bench: BenchDatabase,
+    reader_processes: Callable[[int], list[Connection]],
+    benchmark: BenchmarkFixture,
+    processes: int,
+) -> None:
+    expected = bench.store.read_field_window(
+        bench.grant, bench.ref(DATASET), "body", offset_chars=OFFSET, limit_chars=WINDOW_CHARS
+    ).text
+    pipes = reader_processes(processes)
+
+    def round_trip() -> set[str]:
+        for pipe, reads in zip(pipes, shares(FRONT_READS, processes), strict=True):
+            pipe.send((reads, SPREAD_TASKS // processes))
+        return set().union(*(pipe.recv() for pipe in pipes))
+
+    label(
+        benchmark,
+        f"fronts processes {bench.backend}",
+        suite="fronts",
+        front="processes",
+        backend=bench.backend,
+        impl="library",
+        processes=processes,
+        tasks=SPREAD_TASKS,
+        reads=FRONT_READS,
+    )
+    assert benchmark(round_trip) == {expected}
+
+
+THREADS = (1, 2)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_raw_threads(bench: BenchDatabase, benchmark: BenchmarkFixture, threads: int) -> None:
+    """The async front's statement on the raw sync driver, `FRONT_READS` a round split over
+    `threads` threads of this process, each with its own connection."""
+    store, grant, ref = bench.store, bench.grant, bench.ref(DATASET)
+    captured = bench.case(
+        ("fronts-sync", DATASET, "window-offset"),
+        lambda: bench.capture(
+            lambda: store.read_field_window(
+                grant, ref, "body", offset_chars=OFFSET, limit_chars=WINDOW_CHARS
+            )
+        ),
+    )
+    statement, params = _single(captured)
+    connections = [bench.connect_raw(True) for _ in range(threads)]
+
+    def reads(connection: Any, count: int) -> list[object]:
+        cursor = connection.cursor()
+        try:
+            answers = []
+            for _ in range(count):
+                cursor.execute(statement, params)
+                answers.append(cursor.fetchall())
+            return answers
+        finally:
+            cursor.close()
+
+    label(
+        benchmark,
+        f"fronts threads {bench.backend}",
+        suite="fronts",
+        front="threads",
+        backend=bench.backend,
+        impl="raw",
+        threads=threads,
+        reads=FRONT_READS,
+    )
+    with ThreadPoolExecutor(threads) as pool:
+
+        def round_trip() -> list[object]:
+            parts = shares(FRONT_READS, threads)
+            done = [pool.submit(reads, c, n) for c, n in zip(connections, parts, strict=True)]
+            return [answer for future in done for answer in future.result()]
+
+        answers = benchmark(round_trip)
+    for connection in connections:
+        connection.close()
+    assert len(answers) == FRONT_READS
+    assert all(_plain(answer) == captured.rows for answer in answers)
