@@ -447,3 +447,27 @@ def test_a_worker_that_cannot_open_its_store_fails_its_startup_saying_why(
     failed = asyncio.run(scenario())
     assert failed["type"] == "lifespan.startup.failed"
     assert "directory does not exist" in failed["message"]
+
+
+def test_a_worker_whose_shutdown_fails_answers_shutdown_failed(
+    db_url: str, tokens_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ASGI lifespan: an error while shutting down is answered `lifespan.shutdown.failed` with
+    its message, as a startup error is answered `lifespan.startup.failed`; the application does
+    not end the protocol by raising."""
+    closing = AsyncStore.close
+
+    async def close_then_fail(self: AsyncStore) -> None:
+        await closing(self)
+        raise RuntimeError("the store would not close")
+
+    monkeypatch.setattr(AsyncStore, "close", close_then_fail)
+    app = _Worker(db_url, load_tokens(tokens_file))()
+
+    async def scenario() -> dict[str, str]:
+        lifespan = _Lifespan(app)
+        assert await lifespan.startup() == {"type": "lifespan.startup.complete"}
+        return await asyncio.wait_for(lifespan.shutdown(), timeout=10)
+
+    failed = asyncio.run(scenario())
+    assert failed == {"type": "lifespan.shutdown.failed", "message": "the store would not close"}
