@@ -107,17 +107,22 @@ class _OpenedAtStartup:
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup
-        async with contextlib.AsyncExitStack() as running:
-            try:
-                store = await AsyncStore.open(self._url)
-                app = await _application(store, self._grants)
-                await running.enter_async_context(app.router.lifespan_context(app))
-            except Exception as error:
-                await send({"type": "lifespan.startup.failed", "message": str(error)})
-                return
-            self._app = app
-            await send({"type": "lifespan.startup.complete"})
-            await receive()  # lifespan.shutdown
+        running = contextlib.AsyncExitStack()
+        try:
+            store = await AsyncStore.open(self._url)
+            app = await _application(store, self._grants)
+            await running.enter_async_context(app.router.lifespan_context(app))
+        except Exception as error:
+            await send({"type": "lifespan.startup.failed", "message": str(error)})
+            return
+        self._app = app
+        await send({"type": "lifespan.startup.complete"})
+        await receive()  # lifespan.shutdown
+        try:
+            await running.aclose()
+        except Exception as error:
+            await send({"type": "lifespan.shutdown.failed", "message": str(error)})
+            return
         await send({"type": "lifespan.shutdown.complete"})
 
 
