@@ -471,3 +471,11 @@ def test_a_worker_whose_shutdown_fails_answers_shutdown_failed(
 
     failed = asyncio.run(scenario())
     assert failed == {"type": "lifespan.shutdown.failed", "message": "the store would not close"}
+
+
+def test_a_worker_factory_does_not_show_its_tokens(tokens_file: Path) -> None:
+    """What is sent to each worker carries every bearer token: its repr (a log line, a traceback
+    with locals, a debugger) must not show them."""
+    grants = load_tokens(tokens_file)
+    shown = repr(_Worker("sqlite:///store.db", grants))
+    assert not [token for token in grants if token in shown], shown
