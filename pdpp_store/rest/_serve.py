@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
@@ -83,7 +83,7 @@ class _Worker:
     calls it, as an application factory, in the worker."""
 
     url: str
-    grants: Mapping[str, Grant]
+    grants: Mapping[str, Grant] = field(repr=False)  # token -> grant: the tokens are secrets
 
     def __call__(self) -> _OpenedAtStartup:
         return _OpenedAtStartup(self.url, self.grants)
