@@ -479,3 +479,55 @@ def test_a_worker_factory_does_not_show_its_tokens(tokens_file: Path) -> None:
     grants = load_tokens(tokens_file)
     shown = repr(_Worker("sqlite:///store.db", grants))
     assert not [token for token in grants if token in shown], shown
+
+
+_RUN_AND_REPORT = """
+import json, os, signal, sys, threading, time
+
+import httpx
+
+from pdpp_store.rest import run
+
+
+def main() -> None:
+    url, tokens, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = [signal.getsignal(sig) for sig in watched]
+
+    def stop() -> None:
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource")
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=stop, daemon=True).start()
+    run(url, tokens, port=port, workers=2)
+    after = [signal.getsignal(sig) for sig in watched]
+    print(json.dumps([sig.name for sig, a, b in zip(watched, before, after) if a != b]))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_run_with_workers_gives_the_signals_back_when_it_returns(
+    db_url: str, tokens_file: Path, tmp_path: Path
+) -> None:
+    """`run(..., workers=2)` called from a program: once it returns, Ctrl-C and SIGTERM stop
+    that program again (the supervisor's handlers, which only queue a signal for its loop, are
+    gone with it), as after `run(..., workers=1)`."""
+    script = tmp_path / "run_and_report.py"
+    script.write_text(_RUN_AND_REPORT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script), db_url, str(tokens_file), str(free_port())],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    left = json.loads(done.stdout.splitlines()[-1])  # the access log goes to stdout before it
+    assert left == [], f"handlers left in place: {left}"
