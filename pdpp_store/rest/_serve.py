@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ import uvicorn
 from starlette.types import Receive, Scope, Send
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
+from uvicorn.supervisors.multiprocess import SIGNALS
 
 from pdpp_store import AsyncStore, Grant, Store, load_tokens
 from pdpp_store.mcp import http_app
@@ -141,8 +143,14 @@ def _run_workers(
         loop="auto",
         workers=workers,
     )
-    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
-    supervisor.run()
+    handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    try:
+        supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+        supervisor.run()
+    finally:  # the supervisor's handlers only queue a signal for its loop, which has ended
+        for sig, handler in handlers.items():
+            if handler is not None:  # None: set outside Python, nothing to put back
+                signal.signal(sig, handler)
     if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
         raise SystemExit(STARTUP_FAILURE)  # uvicorn logged why
 
