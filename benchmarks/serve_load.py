@@ -392,7 +392,7 @@ def render(results: list[tuple[str, list[Figures]]]) -> str:
     ]
     for name, figures in results:
         library, in_process, one = figures[0], figures[1], figures[2]
-        busiest = figures[-1]
+        busiest = figures[1 + len(LEVELS)]  # one worker's last level (the two-worker rows follow)
         lines += [
             f"**{name}**: at one client the server's p50 is "
             f"{one.p50_ms / library.p50_ms:.2f}\N{MULTIPLICATION SIGN} the library's "
