@@ -14,7 +14,9 @@ Rules:
    and the migration runs once); each worker then opens its own store at its application's
    startup, on its own loop (rule 2), under the grants the parent read (rule 1). Ending the
    parent by its pid (SIGINT or SIGTERM) ends every worker gracefully; a worker that dies is
-   replaced; a worker that cannot start stops the whole server, which then fails.
+   replaced; a worker that cannot start stops the whole server, and `run` then raises
+   `storage_unavailable` (uvicorn has logged the worker's reason). Workers are spawned, so a
+   program calling `run(..., workers=N)` keeps it under `if __name__ == "__main__":`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import SIGNALS
 
-from pdpp_store import AsyncStore, Grant, Store, load_tokens
+from pdpp_store import AsyncStore, Grant, Store, Unavailable, load_tokens
 from pdpp_store.mcp import http_app
 
 from ._app import create_app
@@ -152,7 +154,10 @@ def _run_workers(
             if handler is not None:  # None: set outside Python, nothing to put back
                 signal.signal(sig, handler)
     if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
-        raise SystemExit(STARTUP_FAILURE)  # uvicorn logged why
+        raise Unavailable(
+            "storage_unavailable",
+            "a worker process could not start, so the server stopped (its log above says why)",
+        )
 
 
 def run(

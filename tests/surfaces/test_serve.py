@@ -531,3 +531,49 @@ def test_run_with_workers_gives_the_signals_back_when_it_returns(
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     left = json.loads(done.stdout.splitlines()[-1])  # the access log goes to stdout before it
     assert left == [], f"handlers left in place: {left}"
+
+
+_WORKERS_CANNOT_OPEN = """
+import multiprocessing
+
+import pdpp_store
+
+_open = pdpp_store.AsyncStore.open
+
+
+async def _refused(url, *args, **kwargs):
+    if multiprocessing.parent_process() is not None:  # a spawned worker, not the parent
+        raise pdpp_store.Unavailable("storage_unavailable", "injected: no store for workers")
+    return await _open(url, *args, **kwargs)
+
+
+pdpp_store.AsyncStore.open = _refused
+"""
+
+
+def test_serve_with_workers_that_cannot_start_fails_with_one_envelope(
+    db_url: str, tokens_file: Path, tmp_path: Path
+) -> None:
+    """The parent opens the store, every worker then fails to (a fault put into the workers by a
+    `sitecustomize` on their path): the server stops by itself, and the command ends with the
+    CLI's error envelope and status 1, after the log line naming the worker's reason."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_WORKERS_CANNOT_OPEN, encoding="utf-8")
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [
+            *(str(CLI), "--db", db_url, "serve", "--tokens", str(tokens_file)),
+            *("--workers", "2", "--port", str(free_port())),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    log = done.stderr.decode(errors="replace")
+    assert done.returncode == 1, log
+    assert "injected: no store for workers" in log
+    error = json.loads(log.strip().splitlines()[-1])["error"]
+    assert error["code"] == "storage_unavailable", error
+    assert "worker process could not start" in error["message"]
