@@ -280,7 +280,8 @@ def _serving(url: str, directory: Path, workers: int = 1) -> Iterator[int]:
     cli = Path(sys.executable).with_name("pdpp-store")
     command = [str(cli), "--db", url, "serve", "--tokens", str(tokens), "--port", str(port)]
     command += ["--workers", str(workers)]
-    log = (directory / "serve.log").open("wb")
+    log_path = directory / f"serve-{port}.log"
+    log = log_path.open("wb")
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     base_url = f"http://127.0.0.1:{port}"
     try:
@@ -305,7 +306,7 @@ def _serving(url: str, directory: Path, workers: int = 1) -> Iterator[int]:
         log.close()
         errors = [
             line
-            for line in (directory / "serve.log").read_text(errors="replace").splitlines()
+            for line in log_path.read_text(errors="replace").splitlines()
             if "Traceback" in line or "ERROR" in line
         ]
         if errors:
@@ -345,9 +346,12 @@ def _merged(parts: list[Figures]) -> Figures:
 
 def measure(smoke: bool, sqlite_only: bool) -> list[tuple[str, list[Figures]]]:
     """Per database: the one-at-a-time figures (library, app in process, one client) measured
-    in interleaved rounds, so that all three see the same machine; then 8 and 32 clients."""
+    in interleaved rounds, so that all three see the same machine; then 8 and 32 clients, on one
+    worker and on `WORKERS`, also in interleaved rounds (both servers run throughout; the one not
+    measured sits idle)."""
     rounds, per_round = (2, 100) if smoke else (10, 200)
     per_level = {8: 200, 32: 320} if smoke else {8: 4000, 32: 6400}
+    level_rounds = 2 if smoke else 4
     results = []
     with (
         tempfile.TemporaryDirectory(prefix="pdpp-load-") as temporary,
@@ -355,19 +359,27 @@ def measure(smoke: bool, sqlite_only: bool) -> list[tuple[str, list[Figures]]]:
     ):
         for name, url in databases:
             asyncio.run(_seed(url))
-            with _serving(url, Path(temporary)) as port:
+            with (
+                _serving(url, Path(temporary)) as port,
+                _serving(url, Path(temporary), workers=WORKERS) as more_port,
+            ):
                 one_at_a_time: list[list[Figures]] = [[], [], []]
                 for _ in range(rounds):
                     one_at_a_time[0].append(asyncio.run(_library(url, per_round)))
                     one_at_a_time[1].append(asyncio.run(_app_in_process(url, per_round)))
                     one_at_a_time[2].append(asyncio.run(_clients(port, 1, per_round)))
                 figures = [_merged(parts) for parts in one_at_a_time]
-                for clients in LEVELS[1:]:
-                    figures.append(asyncio.run(_clients(port, clients, per_level[clients])))
-            with _serving(url, Path(temporary), workers=WORKERS) as port:
-                for clients in LEVELS[1:]:
-                    more = asyncio.run(_clients(port, clients, per_level[clients]))
-                    figures.append(replace(more, label=f"{more.label}, {WORKERS} workers"))
+                loaded: dict[tuple[int, int], list[Figures]] = {}
+                for _ in range(level_rounds):
+                    for clients in LEVELS[1:]:
+                        count = per_level[clients] // level_rounds
+                        for workers, at in ((1, port), (WORKERS, more_port)):
+                            part = asyncio.run(_clients(at, clients, count))
+                            loaded.setdefault((workers, clients), []).append(part)
+                for (workers, _), parts in sorted(loaded.items()):
+                    merged = _merged(parts)
+                    more = f", {workers} workers" if workers > 1 else ""
+                    figures.append(replace(merged, label=f"{merged.label}{more}"))
             results.append((name, figures))
     return results
 
@@ -387,7 +399,9 @@ def render(results: list[tuple[str, list[Figures]]]) -> str:
         "server's, not a client library's). The clients run in one process on the same 2 CPUs "
         "as the server (and, here, beside other work), so latency under concurrency includes "
         "waiting for a CPU. The first three rows are measured in interleaved rounds, so that "
-        "their ratios compare like with like on a busy machine.",
+        "their ratios compare like with like on a busy machine; so are the rows of 8 and 32 "
+        f"clients, on one server process and on `serve --workers {WORKERS}` (both run "
+        "throughout).",
         "",
     ]
     for name, figures in results:
@@ -400,7 +414,9 @@ def render(results: list[tuple[str, list[Figures]]]) -> str:
             f"{in_process.p50_ms / library.p50_ms:.2f}\N{MULTIPLICATION SIGN}; the rest is "
             "the loopback round trip and a second process on the same CPUs. Under "
             f"{LEVELS[-1]} clients: {busiest.errors} errors, "
-            f"{busiest.per_second:,.0f} requests/s ({one.per_second:,.0f} at one client).",
+            f"{busiest.per_second:,.0f} requests/s ({one.per_second:,.0f} at one client); "
+            f"on {WORKERS} workers, {figures[-1].per_second:,.0f} requests/s "
+            f"(p99 {figures[-1].p99_ms:.2f} ms against {busiest.p99_ms:.2f} ms).",
             "",
         ]
         lines += [
