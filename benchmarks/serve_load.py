@@ -11,9 +11,9 @@ subprocess, with 1, 8 and 32 clients each sending requests back to back. Reporte
 latency, requests/s, errors (any status but 200).
 
 Rules:
-1. Loopback only (the server listens on 127.0.0.1, a free port) and bounded: a fixed number of
-   requests per level, and a time cap per level after which it stops by itself. The server is
-   ended by its pid.
+1. Loopback only (the servers listen on 127.0.0.1, free ports) and bounded: a fixed number of
+   requests per level, and a time cap per measured part after which it stops by itself. The
+   servers are ended by their pids.
 2. The full run rewrites the block between `<!-- serve-load:start -->` and
    `<!-- serve-load:end -->` in docs/benchmarks.md (adding it at the end if absent); the smoke run
    (`--smoke`, small counts) prints the table and checks that every level answered without

@@ -17,14 +17,19 @@ Rules:
    replaced; a worker that cannot start stops the whole server, and `run` then raises
    `storage_unavailable` (uvicorn has logged the worker's reason). Workers are spawned, so a
    program calling `run(..., workers=N)` keeps it under `if __name__ == "__main__":`.
+5. An address `run` cannot listen on (the port in use, a host not of this machine) is an
+   `invalid_request` naming `port` or `host`, checked before the store is opened; uvicorn, which
+   binds again a moment later, only logs such a failure and exits with status 3.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import signal
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +40,7 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import SIGNALS
 
-from pdpp_store import AsyncStore, Grant, Store, Unavailable, load_tokens
+from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable, load_tokens
 from pdpp_store.mcp import http_app
 
 from ._app import create_app
@@ -160,6 +165,22 @@ def _run_workers(
         )
 
 
+def _check_address(host: str, port: int) -> None:
+    """Bind `host`:`port` as uvicorn will (rule 5), and let go at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family=family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            in_use = error.errno == errno.EADDRINUSE
+            raise BadRequest(
+                "invalid_request",
+                f"cannot listen on {host}:{port}: {error.strerror or error}",
+                param="port" if in_use else "host",
+            ) from None
+
+
 def run(
     url: str,
     tokens_path: str | os.PathLike[str],
@@ -172,6 +193,7 @@ def run(
     """`serve` on a loop of uvicorn's choosing, in `workers` processes (rule 4); returns when the
     server stops (Ctrl-C is a normal stop, not an error)."""
     tokens = load_tokens(tokens_path)  # before anything else (rule 1)
+    _check_address(host, port)
     if workers > 1:
         _run_workers(url, tokens, workers=workers, host=host, port=port, log_level=log_level)
         return

@@ -577,3 +577,30 @@ def test_serve_with_workers_that_cannot_start_fails_with_one_envelope(
     error = json.loads(log.strip().splitlines()[-1])["error"]
     assert error["code"] == "storage_unavailable", error
     assert "worker process could not start" in error["message"]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_refuses_an_address_it_cannot_listen_on(
+    sqlite_db_url: str, tokens_file: Path, workers: str
+) -> None:
+    """A port in use, or a host that is not this machine's, is one `invalid_request` envelope
+    naming `port` or `host`, with or without workers, before anything starts."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy_port = str(holder.getsockname()[1])
+        for host, port, param in (("127.0.0.1", busy_port, "port"), ("192.0.2.1", "0", "host")):
+            done = subprocess.run(
+                [
+                    *(str(CLI), "--db", sqlite_db_url, "serve", "--tokens", str(tokens_file)),
+                    *("--workers", workers, "--host", host, "--port", port),
+                ],
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+            assert done.returncode == 1, done.stderr
+            assert b"Started" not in done.stderr
+            error = json.loads(done.stderr)["error"]
+            assert (error["code"], error["param"]) == ("invalid_request", param), error
+            assert f"cannot listen on {host}:{port}" in error["message"]
