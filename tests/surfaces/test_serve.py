@@ -231,20 +231,34 @@ def test_a_download_whose_record_is_deleted_is_aborted_not_cut(server: Server, d
     assert "the grant no longer reaches it (blob_not_found)" in log
 
 
+def _refused(
+    url: str, tokens: Path, *options: str, env: dict[str, str] | None = None, alone: bool = True
+) -> tuple[dict[str, Any], str]:
+    """Run `serve` to its end, which must be a refusal: status 1 and the CLI's error envelope
+    as the last line of stderr (its only line, when `alone`: refused before anything started).
+    Returns the envelope's error and all of stderr."""
+    done = subprocess.run(
+        [str(CLI), "--db", url, "serve", "--tokens", str(tokens), *options],
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    log = done.stderr.decode(errors="replace")
+    assert done.returncode == 1, log
+    assert done.stdout == b""
+    lines = log.strip().splitlines()
+    assert not alone or len(lines) == 1, log
+    error: dict[str, Any] = json.loads(lines[-1])["error"]
+    return error, log
+
+
 def test_serve_refuses_a_bad_tokens_file_before_starting(db_url: str, tmp_path: Path) -> None:
     bad = tmp_path / "tokens.json"
     bad.write_text('{"short": {}}', encoding="utf-8")
-    done = subprocess.run(
-        [str(CLI), "--db", db_url, "serve", "--tokens", str(bad), "--port", str(free_port())],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 1
-    assert done.stdout == b""
-    error = json.loads(done.stderr)["error"]
+    error, log = _refused(db_url, bad, "--port", str(free_port()))
     assert (error["code"], error["param"]) == ("invalid_tokens", "tokens[0]")
-    assert b"short" not in done.stderr
+    assert "short" not in log
 
 
 def _children(pid: int) -> list[int]:
@@ -346,18 +360,11 @@ def test_serve_with_workers_refuses_an_unopenable_store_as_one_process_does(
     missing = f"sqlite:///{tmp_path / 'no-such-dir' / 'store.db'}"
     errors = []
     for workers in ("1", "2"):
-        done = subprocess.run(
-            [
-                *(str(CLI), "--db", missing, "serve", "--tokens", str(tokens_file)),
-                *("--workers", workers, "--port", str(free_port())),
-            ],
-            capture_output=True,
-            timeout=60,
-            check=False,
+        error, log = _refused(
+            missing, tokens_file, "--workers", workers, "--port", str(free_port())
         )
-        assert done.returncode == 1, done.stderr
-        assert b"Started parent process" not in done.stderr
-        errors.append(json.loads(done.stderr)["error"])
+        assert "Started parent process" not in log
+        errors.append(error)
     assert errors[0] == errors[1]
     assert (errors[1]["code"], errors[1]["param"]) == ("invalid_request", "url")
 
@@ -561,20 +568,14 @@ def test_serve_with_workers_that_cannot_start_fails_with_one_envelope(
     site.mkdir()
     (site / "sitecustomize.py").write_text(_WORKERS_CANNOT_OPEN, encoding="utf-8")
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [
-            *(str(CLI), "--db", db_url, "serve", "--tokens", str(tokens_file)),
-            *("--workers", "2", "--port", str(free_port())),
-        ],
-        capture_output=True,
-        timeout=120,
-        check=False,
+    error, log = _refused(
+        db_url,
+        tokens_file,
+        *("--workers", "2", "--port", str(free_port())),
         env={**os.environ, "PYTHONPATH": path},
+        alone=False,
     )
-    log = done.stderr.decode(errors="replace")
-    assert done.returncode == 1, log
     assert "injected: no store for workers" in log
-    error = json.loads(log.strip().splitlines()[-1])["error"]
     assert error["code"] == "storage_unavailable", error
     assert "worker process could not start" in error["message"]
 
@@ -590,17 +591,9 @@ def test_serve_refuses_an_address_it_cannot_listen_on(
         holder.listen()
         busy_port = str(holder.getsockname()[1])
         for host, port, param in (("127.0.0.1", busy_port, "port"), ("192.0.2.1", "0", "host")):
-            done = subprocess.run(
-                [
-                    *(str(CLI), "--db", sqlite_db_url, "serve", "--tokens", str(tokens_file)),
-                    *("--workers", workers, "--host", host, "--port", port),
-                ],
-                capture_output=True,
-                timeout=60,
-                check=False,
+            error, log = _refused(
+                sqlite_db_url, tokens_file, "--workers", workers, "--host", host, "--port", port
             )
-            assert done.returncode == 1, done.stderr
-            assert b"Started" not in done.stderr
-            error = json.loads(done.stderr)["error"]
+            assert "Started" not in log
             assert (error["code"], error["param"]) == ("invalid_request", param), error
             assert f"cannot listen on {host}:{port}" in error["message"]
