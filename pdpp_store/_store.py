@@ -15,7 +15,8 @@ import hashlib
 import math
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Self, TypeVar
 
@@ -38,7 +39,24 @@ from ._core.selector import SelectorArgs
 from ._ops import reads as _reads
 from ._ops import search as _search
 from ._ops import writes as _ingest
-from ._ops.catalogue import CATALOGUE
+from ._ops.catalogue import (
+    ADD_CONNECTION,
+    BLOB_INFO,
+    DELETE_RECORD,
+    DESCRIBE_FIELD,
+    DESCRIBE_GRANT,
+    PUT_BLOB,
+    READ_BLOB_RANGE,
+    READ_FIELD_WINDOW,
+    READ_RECORD,
+    READ_RESOURCE,
+    REGISTER_MANIFEST,
+    RETIRE_CURSOR_KEYS,
+    ROTATE_CURSOR_KEY,
+    SEARCH,
+    UPSERT_RECORDS,
+    Operation,
+)
 from ._ops.reads import ReadContext
 from ._runtime import (
     DEFAULT_BUSY_TIMEOUT_S,
@@ -72,6 +90,8 @@ __all__ = ["AsyncStore", "Store"]
 
 DEFAULT_BATCH_SIZE = 500
 T = TypeVar("T")
+E = TypeVar("E")
+S = TypeVar("S")
 RecordInput = RecordRef | UnscopedRecordRef | str
 
 
@@ -250,6 +270,137 @@ class _StoreCore:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Migrate:
+    """Migrate the database (or, unless `upgrade`, check that it is at the newest schema) on a
+    connection of its own, and commit."""
+
+    upgrade: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Pause:
+    """Wait `seconds` before the next step."""
+
+    seconds: float
+
+
+_Step = _Migrate | _Pause | Op[list[tuple[int, bytes]]]
+"""What opening a store asks its front to do: migrate, pause, or run a write operation."""
+
+
+class _Opening:
+    """Opening a store, written once for both fronts in the shape of an operation: the options,
+    checked before anything is opened; the engine, with the errors of opening translated
+    (`engine`); the steps, in order, with when to try again (`steps`), which each front does
+    with its own I/O (`_opened_sync`, `_opened_async`); and the store built from their outcome
+    (`store`)."""
+
+    __slots__ = ("batch_size", "busy_timeout_s", "migrate", "secrets", "url")
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        cursor_secret: object,
+        previous_cursor_secrets: object,
+        batch_size: int,
+        migrate: bool,
+        busy_timeout_s: float,
+    ) -> None:
+        self.secrets = _check_options(
+            cursor_secret, previous_cursor_secrets, batch_size, migrate, busy_timeout_s
+        )
+        self.url = url
+        self.batch_size = batch_size
+        self.migrate = migrate
+        self.busy_timeout_s = busy_timeout_s
+
+    def engine(self, driver_url: Callable[[object], str], create: Callable[..., E]) -> E:
+        """The front's engine (`create_engine` or `create_async_engine`) on `driver_url`'s
+        spelling of the URL."""
+        with opening(self.url):
+            url = driver_url(self.url)
+            return create(url, **engine_options(url, self.busy_timeout_s))
+
+    def steps(self) -> Generator[_Step, Any, list[tuple[int, bytes]]]:
+        """Migrate, then load the cursor keys (created if the store keeps its own), whose rows
+        it returns. The front sends each step's outcome back, and throws back the `StoreError`
+        a step raised: openers of one fresh SQLite file can meet a lock that SQLite reports at
+        once (switching to WAL), so `storage_busy` is tried again after a pause, until the busy
+        timeout (counted from the first step); any other error ends the opening."""
+        deadline = time.monotonic() + self.busy_timeout_s
+        while True:
+            try:
+                yield _Migrate(upgrade=self.migrate)
+                stored: list[tuple[int, bytes]] = yield _ingest.load_cursor_keys(
+                    create=not self.secrets
+                )
+                return stored
+            except StoreError as error:
+                if error.code != "storage_busy" or time.monotonic() >= deadline:
+                    raise
+            yield _Pause(_OPEN_RETRY_S)
+
+    def store(self, cls: Callable[..., S], engine: Any, stored: list[tuple[int, bytes]]) -> S:
+        return cls(
+            engine,
+            _codec_from(self.secrets, stored),
+            self.batch_size,
+            stored_keys=not self.secrets,
+            busy_timeout_s=self.busy_timeout_s,
+        )
+
+
+def _opened_sync(engine: Engine, plan: _Opening) -> list[tuple[int, bytes]]:
+    """Do `plan`'s steps with the sync front's I/O; what they return."""
+    steps = plan.steps()
+    step = next(steps)
+    while True:
+        try:
+            outcome = None
+            if isinstance(step, _Pause):
+                time.sleep(step.seconds)
+            elif isinstance(step, _Migrate):
+                with opening(plan.url), engine.connect() as conn:
+                    _migrate(conn, upgrade=step.upgrade)
+                    conn.commit()
+            else:
+                outcome = run_sync(engine, step, write=True)
+        except StoreError as error:
+            step = steps.throw(error)
+            continue
+        try:
+            step = steps.send(outcome)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+async def _opened_async(engine: AsyncEngine, plan: _Opening) -> list[tuple[int, bytes]]:
+    """As `_opened_sync`, with the async front's I/O."""
+    steps = plan.steps()
+    step = next(steps)
+    while True:
+        try:
+            outcome = None
+            if isinstance(step, _Pause):
+                await asyncio.sleep(step.seconds)
+            elif isinstance(step, _Migrate):
+                with opening(plan.url):
+                    async with engine.connect() as conn:
+                        await conn.run_sync(_migrate, upgrade=step.upgrade)
+                        await conn.commit()
+            else:
+                outcome = await run_async(engine, step, write=True)
+        except StoreError as error:
+            step = steps.throw(error)
+            continue
+        try:
+            step = steps.send(outcome)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
 class Store(_StoreCore):
     """The synchronous store. `Store.open(url)` migrates the database if needed."""
 
@@ -280,43 +431,25 @@ class Store(_StoreCore):
     ) -> Self:
         """Open the store at `url`; with `migrate=False` the database must already be at the
         newest schema (see `pdpp-store migrate`), else `storage_unavailable`."""
-        secrets = _check_options(
-            cursor_secret, previous_cursor_secrets, batch_size, migrate, busy_timeout_s
+        plan = _Opening(
+            url,
+            cursor_secret=cursor_secret,
+            previous_cursor_secrets=previous_cursor_secrets,
+            batch_size=batch_size,
+            migrate=migrate,
+            busy_timeout_s=busy_timeout_s,
         )
-        with opening(url):
-            plain_url = sync_url(url)
-            engine = create_engine(plain_url, **engine_options(plain_url, busy_timeout_s))
+        engine = plan.engine(sync_url, create_engine)
         try:
             install_hooks(engine, busy_timeout_s)
-            deadline = time.monotonic() + busy_timeout_s
-            while True:
-                try:
-                    with opening(url), engine.connect() as conn:
-                        _migrate(conn, upgrade=migrate)
-                        conn.commit()
-                    stored = run_sync(
-                        engine, _ingest.load_cursor_keys(create=not secrets), write=True
-                    )
-                    break
-                except StoreError as error:
-                    # Openers of one fresh SQLite file can meet a lock that SQLite reports at
-                    # once (switching to WAL): retried within the busy timeout.
-                    if error.code != "storage_busy" or time.monotonic() >= deadline:
-                        raise
-                    time.sleep(_OPEN_RETRY_S)
+            stored = _opened_sync(engine, plan)
         except BaseException:
             engine.dispose()
             raise
-        return cls(
-            engine,
-            _codec_from(secrets, stored),
-            batch_size,
-            stored_keys=not secrets,
-            busy_timeout_s=busy_timeout_s,
-        )
+        return plan.store(cls, engine, stored)
 
-    def _run(self, name: str, op: Op[T]) -> T:
-        if not CATALOGUE[name].writes:
+    def _run(self, operation: Operation, op: Op[T]) -> T:
+        if not operation.writes:
             return self._reader.run(op)
         if not self._writers.acquire(timeout=self._busy_timeout_s):
             op.close()
@@ -337,30 +470,30 @@ class Store(_StoreCore):
         self.close()
 
     def register_manifest(self, manifest: Mapping[str, Any]) -> None:
-        return self._run("register_manifest", self._op_register_manifest(manifest))
+        return self._run(REGISTER_MANIFEST, self._op_register_manifest(manifest))
 
     def add_connection(self, connection_id: str, connector_id: str) -> None:
-        return self._run("add_connection", _ingest.add_connection(connection_id, connector_id))
+        return self._run(ADD_CONNECTION, _ingest.add_connection(connection_id, connector_id))
 
     def upsert_records(
         self, connection_id: str, stream: str, records: Iterable[object]
     ) -> UpsertResult:
-        return self._run("upsert_records", self._op_upsert_records(connection_id, stream, records))
+        return self._run(UPSERT_RECORDS, self._op_upsert_records(connection_id, stream, records))
 
     def delete_record(self, connection_id: str, stream: str, record_id: str) -> None:
-        return self._run("delete_record", _ingest.delete_record(connection_id, stream, record_id))
+        return self._run(DELETE_RECORD, _ingest.delete_record(connection_id, stream, record_id))
 
     def put_blob(self, data: bytes, mime_type: str) -> BlobInfo:
-        return self._run("put_blob", _ingest.put_blob(data, mime_type))
+        return self._run(PUT_BLOB, _ingest.put_blob(data, mime_type))
 
     def rotate_cursor_key(self) -> None:
-        return self._run("rotate_cursor_key", self._op_rotate_cursor_key())
+        return self._run(ROTATE_CURSOR_KEY, self._op_rotate_cursor_key())
 
     def retire_cursor_keys(self, older_than: timedelta | float) -> int:
         """Delete the stored cursor keys superseded more than `older_than` ago (a grace period
         of the caller's choosing); cursors they signed become `invalid_cursor`. Returns how
         many were retired. The active key is never retired."""
-        return self._run("retire_cursor_keys", self._op_retire_cursor_keys(older_than))
+        return self._run(RETIRE_CURSOR_KEYS, self._op_retire_cursor_keys(older_than))
 
     def read_field_window(
         self,
@@ -372,7 +505,7 @@ class Store(_StoreCore):
         **selector: Unpack[SelectorArgs],
     ) -> FieldWindow:
         return self._run(
-            "read_field_window",
+            READ_FIELD_WINDOW,
             _reads.read_field_window(
                 self._ctx, grant, record, field, connection_id=connection_id, **selector
             ),
@@ -388,7 +521,7 @@ class Store(_StoreCore):
         fields: Sequence[str] | None = None,
     ) -> RecordView:
         return self._run(
-            "read_record",
+            READ_RECORD,
             _reads.read_record(
                 self._ctx,
                 grant,
@@ -410,34 +543,34 @@ class Store(_StoreCore):
         cursor: str | None = None,
     ) -> SearchPage:
         return self._run(
-            "search",
+            SEARCH,
             self._op_search(
                 grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
             ),
         )
 
     def describe_grant(self, grant: Grant) -> GrantSchema:
-        return self._run("describe_grant", _search.describe_grant(self._ctx, grant))
+        return self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
 
     def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
         return self._run(
-            "describe_field",
+            DESCRIBE_FIELD,
             _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
         )
 
     def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
-        return self._run("read_resource", self._op_read_resource(grant, uri))
+        return self._run(READ_RESOURCE, self._op_read_resource(grant, uri))
 
     def blob_info(self, grant: Grant, blob_id: str) -> BlobInfo:
-        return self._run("blob_info", _reads.blob_info(grant, blob_id))
+        return self._run(BLOB_INFO, _reads.blob_info(grant, blob_id))
 
     def read_blob_range(
         self, grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
     ) -> BlobRange:
         return self._run(
-            "read_blob_range", _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+            READ_BLOB_RANGE, _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
         )
 
 
@@ -471,42 +604,25 @@ class AsyncStore(_StoreCore):
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> Self:
         """As `Store.open`."""
-        secrets = _check_options(
-            cursor_secret, previous_cursor_secrets, batch_size, migrate, busy_timeout_s
+        plan = _Opening(
+            url,
+            cursor_secret=cursor_secret,
+            previous_cursor_secrets=previous_cursor_secrets,
+            batch_size=batch_size,
+            migrate=migrate,
+            busy_timeout_s=busy_timeout_s,
         )
-        with opening(url):
-            plain_url = async_url(url)
-            engine = create_async_engine(plain_url, **engine_options(plain_url, busy_timeout_s))
+        engine = plan.engine(async_url, create_async_engine)
         try:
             install_hooks(engine.sync_engine, busy_timeout_s)
-            deadline = time.monotonic() + busy_timeout_s
-            while True:
-                try:
-                    with opening(url):
-                        async with engine.connect() as conn:
-                            await conn.run_sync(_migrate, upgrade=migrate)
-                            await conn.commit()
-                    stored = await run_async(
-                        engine, _ingest.load_cursor_keys(create=not secrets), write=True
-                    )
-                    break
-                except StoreError as error:  # as in `Store.open`
-                    if error.code != "storage_busy" or time.monotonic() >= deadline:
-                        raise
-                    await asyncio.sleep(_OPEN_RETRY_S)
+            stored = await _opened_async(engine, plan)
         except BaseException:
             await engine.dispose()
             raise
-        return cls(
-            engine,
-            _codec_from(secrets, stored),
-            batch_size,
-            stored_keys=not secrets,
-            busy_timeout_s=busy_timeout_s,
-        )
+        return plan.store(cls, engine, stored)
 
-    async def _run(self, name: str, op: Op[T]) -> T:
-        if not CATALOGUE[name].writes:
+    async def _run(self, operation: Operation, op: Op[T]) -> T:
+        if not operation.writes:
             return await self._readers.run(op)
         # A write runs to its end (commit or rollback) even if the caller is cancelled: the
         # caller gets `CancelledError` at once, and the write finishes in the background, so a
@@ -549,34 +665,32 @@ class AsyncStore(_StoreCore):
         await self.close()
 
     async def register_manifest(self, manifest: Mapping[str, Any]) -> None:
-        return await self._run("register_manifest", self._op_register_manifest(manifest))
+        return await self._run(REGISTER_MANIFEST, self._op_register_manifest(manifest))
 
     async def add_connection(self, connection_id: str, connector_id: str) -> None:
-        return await self._run(
-            "add_connection", _ingest.add_connection(connection_id, connector_id)
-        )
+        return await self._run(ADD_CONNECTION, _ingest.add_connection(connection_id, connector_id))
 
     async def upsert_records(
         self, connection_id: str, stream: str, records: Iterable[object]
     ) -> UpsertResult:
         return await self._run(
-            "upsert_records", self._op_upsert_records(connection_id, stream, records)
+            UPSERT_RECORDS, self._op_upsert_records(connection_id, stream, records)
         )
 
     async def delete_record(self, connection_id: str, stream: str, record_id: str) -> None:
         return await self._run(
-            "delete_record", _ingest.delete_record(connection_id, stream, record_id)
+            DELETE_RECORD, _ingest.delete_record(connection_id, stream, record_id)
         )
 
     async def put_blob(self, data: bytes, mime_type: str) -> BlobInfo:
-        return await self._run("put_blob", _ingest.put_blob(data, mime_type))
+        return await self._run(PUT_BLOB, _ingest.put_blob(data, mime_type))
 
     async def rotate_cursor_key(self) -> None:
-        return await self._run("rotate_cursor_key", self._op_rotate_cursor_key())
+        return await self._run(ROTATE_CURSOR_KEY, self._op_rotate_cursor_key())
 
     async def retire_cursor_keys(self, older_than: timedelta | float) -> int:
         """As `Store.retire_cursor_keys`."""
-        return await self._run("retire_cursor_keys", self._op_retire_cursor_keys(older_than))
+        return await self._run(RETIRE_CURSOR_KEYS, self._op_retire_cursor_keys(older_than))
 
     async def read_field_window(
         self,
@@ -588,7 +702,7 @@ class AsyncStore(_StoreCore):
         **selector: Unpack[SelectorArgs],
     ) -> FieldWindow:
         return await self._run(
-            "read_field_window",
+            READ_FIELD_WINDOW,
             _reads.read_field_window(
                 self._ctx, grant, record, field, connection_id=connection_id, **selector
             ),
@@ -604,7 +718,7 @@ class AsyncStore(_StoreCore):
         fields: Sequence[str] | None = None,
     ) -> RecordView:
         return await self._run(
-            "read_record",
+            READ_RECORD,
             _reads.read_record(
                 self._ctx,
                 grant,
@@ -626,32 +740,32 @@ class AsyncStore(_StoreCore):
         cursor: str | None = None,
     ) -> SearchPage:
         return await self._run(
-            "search",
+            SEARCH,
             self._op_search(
                 grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
             ),
         )
 
     async def describe_grant(self, grant: Grant) -> GrantSchema:
-        return await self._run("describe_grant", _search.describe_grant(self._ctx, grant))
+        return await self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
 
     async def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
         return await self._run(
-            "describe_field",
+            DESCRIBE_FIELD,
             _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
         )
 
     async def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
-        return await self._run("read_resource", self._op_read_resource(grant, uri))
+        return await self._run(READ_RESOURCE, self._op_read_resource(grant, uri))
 
     async def blob_info(self, grant: Grant, blob_id: str) -> BlobInfo:
-        return await self._run("blob_info", _reads.blob_info(grant, blob_id))
+        return await self._run(BLOB_INFO, _reads.blob_info(grant, blob_id))
 
     async def read_blob_range(
         self, grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
     ) -> BlobRange:
         return await self._run(
-            "read_blob_range", _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+            READ_BLOB_RANGE, _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
         )

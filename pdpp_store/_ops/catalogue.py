@@ -1,8 +1,10 @@
 """The catalogue of operations: what the store can do, as data.
 
 Each `Operation` says its name, whether it reads or writes, its arguments (name, type, required
-or optional, in call order after the store itself) and the evidence card it returns. The fronts
-drive each operation with the transaction its `kind` calls for (`_store._run`), and the tests
+or optional, in call order after the store itself) and the evidence card it returns. Each
+entry is also a name of this module (`READ_RECORD`, ...): a front method hands its entry to
+`_store`'s `_run` with the operation's generator, and `_run` runs it as a read or in a write
+transaction as the entry's `kind` says, with no lookup by name. The tests
 hold `Store`, `AsyncStore` and the command line to this list: every operation exists in all
 three, with these names and these arguments, so the surfaces cannot drift apart.
 
@@ -22,7 +24,27 @@ from typing import Literal
 
 from pdpp_store._core.selector import SELECTOR_ARGS
 
-__all__ = ["CATALOGUE", "Argument", "Operation", "operation"]
+__all__ = [
+    "ADD_CONNECTION",
+    "BLOB_INFO",
+    "CATALOGUE",
+    "DELETE_RECORD",
+    "DESCRIBE_FIELD",
+    "DESCRIBE_GRANT",
+    "PUT_BLOB",
+    "READ_BLOB_RANGE",
+    "READ_FIELD_WINDOW",
+    "READ_RECORD",
+    "READ_RESOURCE",
+    "REGISTER_MANIFEST",
+    "RETIRE_CURSOR_KEYS",
+    "ROTATE_CURSOR_KEY",
+    "SEARCH",
+    "UPSERT_RECORDS",
+    "Argument",
+    "Operation",
+    "operation",
+]
 
 ArgumentType = Literal[
     "grant", "record", "field", "string", "integer", "object", "records", "strings", "bytes"
@@ -65,100 +87,118 @@ _SELECTOR = tuple(
     for name, arg in SELECTOR_ARGS.items()
 )
 
+REGISTER_MANIFEST = Operation("register_manifest", "write", (_required("manifest", "object"),), ())
+ADD_CONNECTION = Operation(
+    "add_connection",
+    "write",
+    (_required("connection_id", "string"), _required("connector_id", "string")),
+    (),
+)
+UPSERT_RECORDS = Operation(
+    "upsert_records",
+    "write",
+    (
+        _required("connection_id", "string"),
+        _required("stream", "string"),
+        _required("records", "records"),
+    ),
+    ("UpsertResult",),
+)
+DELETE_RECORD = Operation(
+    "delete_record",
+    "write",
+    (
+        _required("connection_id", "string"),
+        _required("stream", "string"),
+        _required("record_id", "string"),
+    ),
+    (),
+)
+PUT_BLOB = Operation(
+    "put_blob",
+    "write",
+    (_required("data", "bytes"), _required("mime_type", "string")),
+    ("BlobInfo",),
+)
+ROTATE_CURSOR_KEY = Operation("rotate_cursor_key", "write", (), ())
+RETIRE_CURSOR_KEYS = Operation(
+    "retire_cursor_keys", "write", (_required("older_than", "integer"),), ()
+)
+READ_FIELD_WINDOW = Operation(
+    "read_field_window",
+    "read",
+    (_GRANT, _RECORD, _required("field", "field"), _CONNECTION, *_SELECTOR),
+    ("FieldWindow",),
+)
+READ_RECORD = Operation(
+    "read_record",
+    "read",
+    (
+        _GRANT,
+        _RECORD,
+        _CONNECTION,
+        _optional("after_field", "string"),
+        _optional("fields", "strings"),
+    ),
+    ("RecordView",),
+)
+DESCRIBE_FIELD = Operation(
+    "describe_field",
+    "read",
+    (_GRANT, _RECORD, _required("field", "field"), _CONNECTION),
+    ("FieldInfo",),
+)
+READ_RESOURCE = Operation(
+    "read_resource",
+    "read",
+    (_GRANT, _required("uri", "string")),
+    ("RecordView", "FieldWindow"),
+)
+BLOB_INFO = Operation("blob_info", "read", (_GRANT, _required("blob_id", "string")), ("BlobInfo",))
+READ_BLOB_RANGE = Operation(
+    "read_blob_range",
+    "read",
+    (
+        _GRANT,
+        _required("blob_id", "string"),
+        _optional("offset_bytes", "integer"),
+        _optional("length_bytes", "integer"),
+    ),
+    ("BlobRange",),
+)
+SEARCH = Operation(
+    "search",
+    "read",
+    (
+        _GRANT,
+        _required("q", "string"),
+        _optional("streams", "strings"),
+        _CONNECTION,
+        _optional("limit", "integer"),
+        _optional("cursor", "string"),
+    ),
+    ("SearchPage",),
+)
+DESCRIBE_GRANT = Operation("describe_grant", "read", (_GRANT,), ("GrantSchema",))
+
 CATALOGUE: dict[str, Operation] = {
     op.name: op
     for op in (
-        Operation("register_manifest", "write", (_required("manifest", "object"),), ()),
-        Operation(
-            "add_connection",
-            "write",
-            (_required("connection_id", "string"), _required("connector_id", "string")),
-            (),
-        ),
-        Operation(
-            "upsert_records",
-            "write",
-            (
-                _required("connection_id", "string"),
-                _required("stream", "string"),
-                _required("records", "records"),
-            ),
-            ("UpsertResult",),
-        ),
-        Operation(
-            "delete_record",
-            "write",
-            (
-                _required("connection_id", "string"),
-                _required("stream", "string"),
-                _required("record_id", "string"),
-            ),
-            (),
-        ),
-        Operation(
-            "put_blob",
-            "write",
-            (_required("data", "bytes"), _required("mime_type", "string")),
-            ("BlobInfo",),
-        ),
-        Operation("rotate_cursor_key", "write", (), ()),
-        Operation("retire_cursor_keys", "write", (_required("older_than", "integer"),), ()),
-        Operation(
-            "read_field_window",
-            "read",
-            (_GRANT, _RECORD, _required("field", "field"), _CONNECTION, *_SELECTOR),
-            ("FieldWindow",),
-        ),
-        Operation(
-            "read_record",
-            "read",
-            (
-                _GRANT,
-                _RECORD,
-                _CONNECTION,
-                _optional("after_field", "string"),
-                _optional("fields", "strings"),
-            ),
-            ("RecordView",),
-        ),
-        Operation(
-            "describe_field",
-            "read",
-            (_GRANT, _RECORD, _required("field", "field"), _CONNECTION),
-            ("FieldInfo",),
-        ),
-        Operation(
-            "read_resource",
-            "read",
-            (_GRANT, _required("uri", "string")),
-            ("RecordView", "FieldWindow"),
-        ),
-        Operation("blob_info", "read", (_GRANT, _required("blob_id", "string")), ("BlobInfo",)),
-        Operation(
-            "read_blob_range",
-            "read",
-            (
-                _GRANT,
-                _required("blob_id", "string"),
-                _optional("offset_bytes", "integer"),
-                _optional("length_bytes", "integer"),
-            ),
-            ("BlobRange",),
-        ),
-        Operation(
-            "search",
-            "read",
-            (
-                _GRANT,
-                _required("q", "string"),
-                _optional("streams", "strings"),
-                _CONNECTION,
-                _optional("limit", "integer"),
-                _optional("cursor", "string"),
-            ),
-            ("SearchPage",),
-        ),
-        Operation("describe_grant", "read", (_GRANT,), ("GrantSchema",)),
+        REGISTER_MANIFEST,
+        ADD_CONNECTION,
+        UPSERT_RECORDS,
+        DELETE_RECORD,
+        PUT_BLOB,
+        ROTATE_CURSOR_KEY,
+        RETIRE_CURSOR_KEYS,
+        READ_FIELD_WINDOW,
+        READ_RECORD,
+        DESCRIBE_FIELD,
+        READ_RESOURCE,
+        BLOB_INFO,
+        READ_BLOB_RANGE,
+        SEARCH,
+        DESCRIBE_GRANT,
     )
 }
 """Every operation of the store by name, in the order the docs list them."""

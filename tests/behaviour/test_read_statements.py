@@ -47,9 +47,10 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import ConnectionPoolEntry, Pool, QueuePool
 
-from pdpp_store import AsyncStore, FieldWindow, NotFound, Store, StoreError, _runtime
+from pdpp_store import AsyncStore, FieldWindow, NotFound, Store, StoreError
 from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._runtime import IN_PROCESS_READERS, READER_SLOTS, RETRY_AFTER_S, observing
+from pdpp_store._runtime import executor as _runtime
 from pdpp_store._sql.requests import Execute, Op
 
 BODY = ("an invoice for the quarter, " * 200) + "closing words"

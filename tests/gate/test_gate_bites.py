@@ -45,6 +45,7 @@ from test_gate_canaries import (
 )
 
 from pdpp_store import Store, StoreError, StreamGrant
+from pdpp_store._ops.catalogue import Operation
 from pdpp_store._runtime import observing
 from pdpp_store._sql import statements as sql
 from pdpp_store._sql.tables import field_chunks, fields
@@ -265,7 +266,7 @@ def test_a_result_kept_from_an_earlier_request_is_caught_in_logs_and_errors(
     real_run = Store._run
     kept: list[Any] = []
 
-    def remembering(self: Store, name: str, op: Any) -> Any:
+    def remembering(self: Store, name: Operation, op: Any) -> Any:
         if channel == "log":
             logging.getLogger("pdpp_store").debug("previous result: %r", kept[-1:])
         try:

@@ -14,8 +14,8 @@ from test_gate_bounded import READS, check_bounded, load_big
 from test_search_gate import check_search_gate, load
 
 from pdpp_store import Store
-from pdpp_store import _runtime as runtime
 from pdpp_store._runtime import Plan, Statements
+from pdpp_store._runtime import executor as runtime
 from pdpp_store._sql.requests import Rows
 
 

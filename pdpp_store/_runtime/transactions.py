@@ -1,0 +1,119 @@
+"""Write transactions: an operation run on SQLAlchemy in one transaction, on either front.
+
+Writes (and the opener's operation, which loads the cursor keys) run here, on SQLAlchemy, whose
+cursor events show their statements; reads run below it (`executor`).
+
+Rules:
+1. One operation runs on one connection, in one transaction (or one per `COMMIT` it yields);
+   its end commits, and if it raises, everything since the last commit is rolled back.
+2. The whole life of the connection, checkout to release, is inside `errors.translating`.
+3. A cancelled or failed async write discards its connection in a shielded cleanup
+   (`connections`); a domain error raised by the operation leaves it healthy: rolled back and
+   reused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from pdpp_store._sql.dialects import Capabilities, capabilities
+from pdpp_store._sql.requests import Commit, DriverSQL, Op, Rows
+
+from .connections import discard, release, shielded
+from .engines import execution_options
+from .errors import healthy, translating
+
+__all__ = ["reply", "run_async", "run_sync"]
+
+T = TypeVar("T")
+
+
+def reply(result: Any) -> Rows | None:
+    """A SQLAlchemy result as an operation receives it: its rows as mappings, or None."""
+    return result.mappings().all() if result.returns_rows else None
+
+
+def _drive_sync(conn: Connection, op: Op[T]) -> T:
+    """Run a write (or the opener's) operation on SQLAlchemy, committing at its end."""
+    dialect = capabilities(conn.dialect.name)
+    try:
+        request = next(op)
+        while True:
+            if isinstance(request, Commit):
+                conn.commit()
+                answer = None
+            elif not request.runs_on(dialect):
+                answer = None
+            else:
+                statement = request.prepared(dialect)
+                if isinstance(statement, DriverSQL):
+                    result = conn.exec_driver_sql(statement.sql, request.rows)
+                else:
+                    result = conn.execute(statement, request.params)
+                answer = reply(result)
+            request = op.send(answer)
+    except StopIteration as done:
+        conn.commit()
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        op.close()
+
+
+def run_sync(engine: Engine, op: Op[T], *, write: bool = False) -> T:
+    try:
+        with translating(), engine.connect() as plain:
+            options = execution_options(capabilities(engine.dialect.name), write)
+            return _drive_sync(plain.execution_options(**options), op)
+    finally:
+        op.close()
+
+
+async def _drive_async(conn: AsyncConnection, op: Op[T], dialect: Capabilities) -> T:
+    try:
+        request = next(op)
+    except StopIteration as done:  # an operation that needs no statement
+        return done.value  # type: ignore[no-any-return]
+    while True:
+        if isinstance(request, Commit):
+            await conn.commit()
+            answer = None
+        elif not request.runs_on(dialect):
+            answer = None
+        else:
+            statement = request.prepared(dialect)
+            if isinstance(statement, DriverSQL):
+                result = await conn.exec_driver_sql(statement.sql, request.rows)
+            else:
+                result = await conn.execute(statement, request.params)
+            answer = reply(result)
+        try:
+            request = op.send(answer)
+        except StopIteration as done:
+            await conn.commit()
+            return done.value  # type: ignore[no-any-return]
+
+
+async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T:
+    dialect = capabilities(engine.dialect.name)
+    conn = engine.connect()
+    driver: Any = None
+    try:
+        with translating():
+            try:
+                await conn.start()
+                driver = (await conn.get_raw_connection()).driver_connection
+                await conn.execution_options(**execution_options(dialect, write))
+                result = await _drive_async(conn, op, dialect)
+            except BaseException as exc:
+                # Cancelled (or a database error) mid-operation: the connection's state is
+                # unknown. A domain error raised by the operation leaves it healthy: roll back
+                # and reuse.
+                await shielded(release(conn) if healthy(exc) else discard(conn, driver))
+                raise
+            await shielded(release(conn))
+            return result
+    finally:
+        op.close()
