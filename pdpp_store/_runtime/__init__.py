@@ -19,15 +19,26 @@ Thin drivers run them: writes on SQLAlchemy (`run_sync` on an `Engine`, `run_asy
     slots.py         the read slots of an `AsyncStore`
     readers.py       the reader pools: `HeldReader` (sync), `AsyncReaders` (async)
 
-Rules (each module states its own in detail):
+Rules (numbered as before the split, as other modules cite them; each module states its own
+in detail, and imports only modules listed above it in the table, so there is no circle):
 1. One operation runs on one connection. A write runs in one transaction (or one per `COMMIT`);
-   if it raises, everything since the last commit is rolled back. A read runs in none.
-2. Database errors are translated to `StoreError` in one place (`errors.translating`), by
-   SQLSTATE (Postgres) or SQLite result code, never by message or class-name text, around the
-   whole life of a connection: checkout, execute, commit and release.
-3. A cancelled async operation never hands its connection back to the pool (`connections`).
-4. Every read statement passes through `executor.Statements`, where `observing` sees it.
-5. Each module imports only modules listed above it in the table, so there is no circle.
+   if it raises, everything since the last commit is rolled back. A read runs in none
+   (`transactions`).
+2. Database errors are translated to `StoreError` in one place, `errors.translating`, by SQLSTATE
+   (Postgres) or SQLite result code, never by message or class-name text, around the whole life
+   of a connection: checkout, execute, commit and release.
+3. Writes run in one transaction each (where the store begins itself, SQLite, `BEGIN IMMEDIATE`);
+   reads run without an explicit transaction (`engines`).
+4. A cancelled async operation never hands its connection back to the pool: it is discarded in
+   a shielded cleanup (`connections`).
+5. Migration is serialised: a Postgres advisory lock, a SQLite `BEGIN IMMEDIATE` (`migration`).
+6. Reads run below SQLAlchemy, on the DBAPI connection of a held connection, each statement
+   compiled once into a `Plan`; every read statement passes through `Statements.send` and
+   `Statements.received`, the one execution point of reads, where `observing` lets an observer
+   see each statement, its parameters and every row (`executor`). Writes and migrations stay on
+   SQLAlchemy, whose cursor events show them.
+7. Read connections are kept between reads; an error that says the database dropped a
+   connection lets go of every kept one, so only the read that met it fails (`readers`).
 """
 
 from .engines import (
