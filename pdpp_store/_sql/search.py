@@ -103,8 +103,6 @@ Key = tuple[str, str, str]
 KEY_COLUMNS = ("connection_id", "stream", "record_id")
 """The columns of a record key (`Key`) bound as a table by `dialects.bound_rows`."""
 
-Columns = BoundColumns
-
 
 def _bound_json(rows: Sequence[tuple[Any, ...]]) -> str:
     """The parameter `dialects.bound_rows` reads: the rows as one JSON array of arrays."""
@@ -267,7 +265,7 @@ def hit_keys(rows: Rows) -> list[Key]:
 
 Target = tuple[str, str, str, str]
 """A searchable field of a hit: (connection_id, stream, record_id, path)."""
-_TARGET_COLUMNS: Columns = tuple((name, True) for name in (*KEY_COLUMNS, "path"))
+_TARGET_COLUMNS: BoundColumns = tuple((name, True) for name in (*KEY_COLUMNS, "path"))
 
 
 def _page_params(grants: Sequence[StreamGrant]) -> dict[str, Any]:
@@ -310,7 +308,7 @@ def first_occurrences(
     return Execute(partial(_first_occurrences, shapes, long_terms), params)
 
 
-_TERM_COLUMNS: Columns = (("term_no", False), ("needle", True), ("q_len", False))
+_TERM_COLUMNS: BoundColumns = (("term_no", False), ("needle", True), ("q_len", False))
 
 
 def _same_field(table: Any, other: Any) -> ColumnElement[bool]:
@@ -381,7 +379,7 @@ def occurrences(rows: Rows, term_count: int) -> dict[Target, FieldOccurrences]:
 Preview = tuple[str, str, str, str, str, int, int]
 """A preview to cut: the target field, the digest its offsets hold for, and the range
 `[start, end)` in code points."""
-_PREVIEW_COLUMNS: Columns = (
+_PREVIEW_COLUMNS: BoundColumns = (
     *_TARGET_COLUMNS,
     ("digest", True),
     ("start_chars", False),

@@ -59,6 +59,7 @@ def kind_in(text_like: bool) -> ColumnElement[bool]:
 
 
 def same_record(table: Any, other: Any) -> ColumnElement[bool]:
+    """Rows of `table` and `other` belong to the same record (the key's three columns)."""
     return and_(
         table.c.connection_id == other.c.connection_id,
         table.c.stream == other.c.stream,
@@ -161,6 +162,7 @@ def visible_records(shape: GrantShape, prefix: str = "g") -> ColumnElement[bool]
 
 
 def record_params(ref: RecordRef, path: str | None = None) -> dict[str, Any]:
+    """The parameters `record_is` (and `f_path`, a field of it) names."""
     params = {"r_conn": ref.connection_id, "r_stream": ref.stream, "r_id": ref.record_id}
     if path is not None:
         params["f_path"] = path
@@ -168,6 +170,7 @@ def record_params(ref: RecordRef, path: str | None = None) -> dict[str, Any]:
 
 
 def record_is(table: Any = records) -> ColumnElement[bool]:
+    """Rows of `table` belong to the record bound as `r_conn`, `r_stream`, `r_id`."""
     return and_(
         table.c.connection_id == bindparam("r_conn"),
         table.c.stream == bindparam("r_stream"),
