@@ -69,7 +69,7 @@ from sqlalchemy import Engine, event, text
 from pdpp_store import Store
 from pdpp_store._ops import writes
 from pdpp_store._sql import tables
-from pdpp_store._sql.statements import index_rows
+from pdpp_store._sql.index import index_rows
 
 from ._measure import in_rounds, label
 from ._text import field_text

@@ -33,7 +33,7 @@ from sqlalchemy import text
 
 from pdpp_store import Grant, NotFound, Store, fold
 from pdpp_store._core.identity import RecordRef
-from pdpp_store._sql import statements as sql
+from pdpp_store._sql import match as sql
 from pdpp_store._sql.dialects import capabilities
 from pdpp_store._sql.requests import Execute
 

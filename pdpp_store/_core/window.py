@@ -17,7 +17,7 @@ Rules:
 4. An offset past the end is not an error: the window is empty, at the end.
 5. Unknown argument names are `invalid_request` naming the argument, never a `TypeError`.
 6. The match window's bounds are computed by the statement that cuts the window
-   (`_sql.statements.match_window`); `match_window_start` and `match_window_limit` are their
+   (`_sql.match.match_window`); `match_window_start` and `match_window_limit` are their
    definition in Python, which the tests hold the SQL to.
 """
 

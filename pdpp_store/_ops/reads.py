@@ -7,8 +7,9 @@ The check order is the contract's (§7), identical on every backend because it i
     7 record visible      8 field present / text-like     9 cursor freshness     10 match
 
 Steps 1 and 5 read the catalogue (manifests, connections), never a record. Steps 7 onwards are
-answered by statements that carry the grant's visibility condition (`_sql.visible_records`), so a
-hidden record is indistinguishable from a missing one. Each read returns an evidence card.
+answered by statements that carry the grant's visibility condition
+(`_sql.visibility.visible_records`), so a hidden record is indistinguishable from a missing one.
+Each read returns an evidence card.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ from pdpp_store._core.window import (
     parse_selector,
     window_bounds,
 )
-from pdpp_store._sql import statements as sql
+from pdpp_store._sql import blobs as blob_sql
+from pdpp_store._sql import catalogue as catalogue_sql
+from pdpp_store._sql import match as match_sql
+from pdpp_store._sql import reads as read_sql
 from pdpp_store._sql.dialects import MAX_SQL_INT
 from pdpp_store._sql.requests import Op, Rows
 from pdpp_store.evidence import (
@@ -185,16 +189,16 @@ def _declared(
     if isinstance(ref, RecordRef):
         if _seen_declared(ref, seen):
             return True
-        if (yield sql.stream_spec(ref.connection_id, ref.stream)):
+        if (yield catalogue_sql.stream_spec(ref.connection_id, ref.stream)):
             seen[ref.connection_id, ref.stream] = time.monotonic() + DECLARED_TTL_S
             return True
-        if covered and (yield sql.connection_exists(ref.connection_id)):
+        if covered and (yield catalogue_sql.connection_exists(ref.connection_id)):
             raise NotFound(
                 "stream_not_declared",
                 f"stream {ref.stream!r} is not declared by this connection's manifest",
                 param="stream",
             )
-    if not (yield sql.stream_declared_anywhere(ref.stream)):
+    if not (yield catalogue_sql.stream_declared_anywhere(ref.stream)):
         raise NotFound(
             "stream_not_declared", f"stream {ref.stream!r} is not declared", param="stream"
         )
@@ -223,8 +227,8 @@ def _connection(
         ref = ref.scoped(candidates[0])
         # Step 1 asked only whether any manifest declares the stream; now that the connection
         # is known, its own manifest must (and the connection must exist).
-        if not (yield sql.stream_spec(ref.connection_id, ref.stream)):
-            if (yield sql.connection_exists(ref.connection_id)):
+        if not (yield catalogue_sql.stream_spec(ref.connection_id, ref.stream)):
+            if (yield catalogue_sql.connection_exists(ref.connection_id)):
                 raise NotFound(
                     "stream_not_declared",
                     f"stream {ref.stream!r} is not declared by this connection's manifest",
@@ -234,7 +238,7 @@ def _connection(
         else:
             known = True
     if not stream_grant.covers_connection(ref.connection_id) or not (
-        known or (yield sql.connection_exists(ref.connection_id))
+        known or (yield catalogue_sql.connection_exists(ref.connection_id))
     ):
         raise NotFound(
             "connection_not_found",
@@ -288,7 +292,7 @@ def _present(rows: Rows | None, ref: RecordRef, path: str) -> FieldInfo:
     """Steps 7 and 8 (presence) from the rows of a field statement."""
     if not rows:
         raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
-    info = sql.field_info(rows[0])
+    info = read_sql.field_info(rows[0])
     if info is None:
         raise NotFound("field_not_found", f"record {ref.id!r} has no field {path!r}", param="field")
     return info
@@ -372,7 +376,7 @@ def read_field_window(
         # Every offset at or past the field's end reads the same empty window, so the statement
         # gets an offset its SQL arithmetic can hold (Postgres `substr` takes 32-bit integers).
         rows = (
-            yield sql.field_window(
+            yield read_sql.field_window(
                 ref,
                 path,
                 stream_grant,
@@ -384,7 +388,7 @@ def read_field_window(
     info = _text_like(_present(rows, ref, path), ref)
     if prefix is not None and not info.digest.startswith(prefix):
         raise _stale(info)
-    text = sql.window_text(rows)
+    text = read_sql.window_text(rows)
     start = window_bounds(start, info.size_chars)
     end = start + len(text)
     codec = ctx.codec
@@ -433,7 +437,7 @@ def _find(
     *,
     from_chars: int = 0,
     bound: str | None = None,
-) -> Op[tuple[sql.MatchBounds, Rows]]:
+) -> Op[tuple[match_sql.MatchBounds, Rows]]:
     """Steps 7, 8, 9 and 10 for a match: the window around the `occurrence`-th case-folded
     occurrence of `q` at or after `from_chars` (its bounds, and its rows as `field_window`'s).
     Each occurrence before it is one statement (a hop, bound to the digest the first hop saw,
@@ -443,7 +447,7 @@ def _find(
     needle = fold(chosen.q)
     for hop in range(chosen.occurrence):
         last = hop == chosen.occurrence - 1
-        found = yield sql.match_window(
+        found = yield match_sql.match_window(
             ref,
             path,
             stream_grant,
@@ -456,11 +460,13 @@ def _find(
         )
         if not found:
             break
-        bounds = sql.match_bounds(found[0])
+        bounds = match_sql.match_bounds(found[0])
         if last:
             return bounds, found
         from_chars, bound = bounds.match_start + 1, str(found[0]["digest"])
-    info = _text_like(_present((yield sql.field_meta(ref, path, stream_grant)), ref, path), ref)
+    info = _text_like(
+        _present((yield read_sql.field_meta(ref, path, stream_grant)), ref, path), ref
+    )
     if bound is not None and not info.digest.startswith(bound):
         raise _stale(info)
     raise NotFound(
@@ -483,13 +489,13 @@ def describe_field(
     ref, stream_grant, path, _, _ = yield from _resolve(
         ctx, grant, record, connection_id, _field_arg(field)
     )
-    return _present((yield sql.field_meta(ref, path, stream_grant)), ref, path)
+    return _present((yield read_sql.field_meta(ref, path, stream_grant)), ref, path)
 
 
 # ---------------------------------------------------------------- records
 
 
-def _preview(ref: RecordRef, row: sql.PreviewRow, budget: int) -> FieldPreview:
+def _preview(ref: RecordRef, row: read_sql.PreviewRow, budget: int) -> FieldPreview:
     """One field as the projection shows it, with at most `budget` code points of its value.
     Built unchecked (`built_preview`): each branch gives a preview exactly when it truncates,
     and `binary-only` exactly to a field that is not text-like."""
@@ -521,7 +527,7 @@ def read_record(
     if after_field is not None:
         after_field = validate_field_path(after_field, param="after_field")
     only = None if fields is None else _chosen_fields(fields, stream_grant, ref)
-    rows = yield sql.record_preview(
+    rows = yield read_sql.record_preview(
         ref,
         stream_grant,
         PREVIEW_CHARS,
@@ -531,7 +537,7 @@ def read_record(
     )
     if not rows:
         raise NotFound("not_found", f"record {ref.id!r} is not found", param="record")
-    version, found = sql.preview_rows(rows)
+    version, found = read_sql.preview_rows(rows)
     previews: list[FieldPreview] = []
     budget, spent = RECORD_BUDGET_CHARS, 0
     naming = len(ref.id) + FIELD_COST_CHARS
@@ -595,9 +601,9 @@ def blob_info(grant: Grant, blob_id: str) -> Op[BlobInfo]:
     if not is_blob_id(blob_id):
         raise _blob_not_found(blob_id)
     grant.ensure_usable()
-    if not (yield sql.blob_referenced(list(grant.streams), blob_id)):
+    if not (yield blob_sql.blob_referenced(list(grant.streams), blob_id)):
         raise _blob_not_found(blob_id)
-    info = sql.blob_info((yield sql.blob_metadata(blob_id)) or [])
+    info = blob_sql.blob_info((yield blob_sql.blob_metadata(blob_id)) or [])
     if info is None:
         raise _blob_not_found(blob_id)
     return info
@@ -617,5 +623,5 @@ def read_blob_range(
         )
     info = yield from blob_info(grant, blob_id)
     start = min(offset_bytes, info.size_bytes)
-    rows = yield sql.blob_range(info.blob_id, start, length_bytes)
-    return BlobRange(info, start, sql.blob_bytes(rows or []))
+    rows = yield blob_sql.blob_range(info.blob_id, start, length_bytes)
+    return BlobRange(info, start, blob_sql.blob_bytes(rows or []))

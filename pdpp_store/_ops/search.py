@@ -41,10 +41,12 @@ from pdpp_store._core.query import (
 )
 from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._core.window import MAX_LIMIT_CHARS
+from pdpp_store._sql import catalogue as catalogue_sql
+from pdpp_store._sql import match as match_sql
+from pdpp_store._sql import reads as read_sql
 from pdpp_store._sql import search as search_sql
-from pdpp_store._sql import statements as sql
+from pdpp_store._sql.index import MIN_INDEXED_NEEDLE, SCAN_CHUNKS
 from pdpp_store._sql.requests import Op
-from pdpp_store._sql.statements import MIN_INDEXED_NEEDLE, SCAN_CHUNKS
 from pdpp_store.evidence import (
     Continuation,
     FieldInfo,
@@ -104,8 +106,8 @@ def _manifests(ctx: ReadContext, stamps: dict[str, Any]) -> Op[dict[str, Manifes
     """The parsed manifest of each connector, parsed again only when re-registered."""
     stale = [cid for cid, stamp in stamps.items() if ctx.manifests.get(cid, (None,))[0] != stamp]
     if stale:
-        for connector_id, stamp, document in search_sql.stored_manifests(
-            (yield search_sql.manifest_documents(sorted(stale))) or []
+        for connector_id, stamp, document in catalogue_sql.stored_manifests(
+            (yield catalogue_sql.manifest_documents(sorted(stale))) or []
         ):
             ctx.manifests[connector_id] = (stamp, Manifest.from_json(document))
     return {cid: ctx.manifests[cid][1] for cid in stamps if cid in ctx.manifests}
@@ -115,10 +117,10 @@ def _catalogue(
     ctx: ReadContext, grant: Grant, names: list[str], connection_id: str | None
 ) -> Op[list[tuple[str, str, Manifest]]]:
     """(connection_id, stream, manifest) for every covered connection declaring a stream."""
-    rows = (yield search_sql.stream_connections(names, connection_id)) or []
+    rows = (yield catalogue_sql.stream_connections(names, connection_id)) or []
     covered = [
         row
-        for row in search_sql.declaring_connections(rows)
+        for row in catalogue_sql.declaring_connections(rows)
         if grant.stream(row.stream).covers_connection(row.connection_id)
     ]
     found = yield from _manifests(ctx, {row.connector_id: row.registered_at for row in covered})
@@ -332,7 +334,7 @@ def _evidence(
     """The first occurrence of the first term (in query order) the field holds, with a
     preview cut around it from the same text (one match-window statement per term tried)."""
     for term in query.terms:
-        rows = yield sql.match_window(
+        rows = yield match_sql.match_window(
             ref,
             path,
             stream_grant,
@@ -342,11 +344,11 @@ def _evidence(
             limit=None,
         )
         if rows:
-            info = sql.field_info(rows[0])
+            info = read_sql.field_info(rows[0])
             assert info is not None  # a match window's rows always carry the field
-            bounds = sql.match_bounds(rows[0])
+            bounds = match_sql.match_bounds(rows[0])
             return _excerpt(
-                ref, path, term, info, bounds.match_start, bounds.start, sql.window_text(rows)
+                ref, path, term, info, bounds.match_start, bounds.start, read_sql.window_text(rows)
             )
     return None
 

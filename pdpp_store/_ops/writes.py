@@ -13,14 +13,15 @@ Rules:
    the value plus a constant, not copies of it.
 4. Where the store fills the search index itself (SQLite), a write indexes exactly the fields
    search may ask for (`_indexed`), in its own transaction, two statements per batch (long
-   fields' chunks, then the fields indexed whole: `sql.INDEX_LONG_BASE`); a manifest that
-   declares more searchable fields indexes what is stored (`_index_newly_searchable`).
+   fields' chunks, then the fields indexed whole: `_sql.index.INDEX_LONG_BASE`); a manifest
+   that declares more searchable fields indexes what is stored (`_index_newly_searchable`).
+5. Every statement comes from a builder of `_sql` (`write_sql`, `index_sql`, `blob_sql`,
+   `catalogue_sql`); nothing here spells SQL.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -29,8 +30,6 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from itertools import islice
 from typing import Any, TypeVar
-
-from sqlalchemy import delete, func, insert, select, update
 
 from pdpp_store._core.errors import BadRequest, NotFound, StoreError
 from pdpp_store._core.identity import (
@@ -41,20 +40,11 @@ from pdpp_store._core.identity import (
 )
 from pdpp_store._core.manifest import Manifest, StreamSpec
 from pdpp_store._core.values import CHUNK_CHARS, EncodedField, EncodedRecord, encode_record
-from pdpp_store._sql import statements as sql
-from pdpp_store._sql.requests import COMMIT, Execute, Op
-from pdpp_store._sql.tables import (
-    BLOB_CHUNK_BYTES,
-    blob_chunks,
-    blobs,
-    connections,
-    cursor_keys,
-    field_chunks,
-    fields,
-    manifests,
-    records,
-    streams,
-)
+from pdpp_store._sql import blobs as blob_sql
+from pdpp_store._sql import catalogue as catalogue_sql
+from pdpp_store._sql import index as index_sql
+from pdpp_store._sql import writes as write_sql
+from pdpp_store._sql.requests import COMMIT, Op
 from pdpp_store.evidence import BlobInfo, UpsertResult
 
 __all__ = [
@@ -87,30 +77,13 @@ def _now() -> datetime:
 
 
 def register_manifest(manifest: Manifest) -> Op[None]:
-    connector = manifest.connector_id
-    stored = yield Execute(
-        select(manifests.c.document).where(manifests.c.connector_id == connector)
+    stored = write_sql.manifest_document(
+        (yield write_sql.stored_manifest(manifest.connector_id)) or []
     )
-    before = _parsed(stored[0]["document"]) if stored else None
-    yield Execute(delete(streams).where(streams.c.connector_id == connector))
-    yield Execute(delete(manifests).where(manifests.c.connector_id == connector))
-    yield Execute(
-        insert(manifests),
-        {"connector_id": connector, "document": manifest.document, "registered_at": _now()},
-    )
-    yield Execute(
-        insert(streams),
-        [
-            {
-                "connector_id": connector,
-                "stream": spec.name,
-                "primary_key": json.dumps(list(spec.primary_key)),
-                "consent_time_field": spec.consent_time_field,
-                "hints": spec.hints_json(),
-            }
-            for spec in manifest.streams
-        ],
-    )
+    before = _parsed(stored) if stored is not None else None
+    # Not `yield from`: the runtime sends each statement's rows back, a tuple cannot take them.
+    for statement in write_sql.replace_manifest(manifest, _now()):  # noqa: UP028
+        yield statement
     if before is not None:  # a new connector has no connection, so nothing stored to index
         yield from _index_newly_searchable(before, manifest)
 
@@ -124,12 +97,11 @@ def _index_newly_searchable(before: Manifest, after: Manifest) -> Op[None]:
         added = sorted(set(spec.lexical_fields) - set(old.lexical_fields if old else ()))
         if not added:
             continue
-        rows = yield sql.index_top()
+        rows = yield index_sql.index_top()
         if rows is None:  # the database maintains its own index (Postgres)
             return
-        yield sql.register_backfill(after.connector_id, spec.name, added)
-        # Not `yield from`: the runtime sends each statement's rows back, a tuple cannot take them.
-        for statement in sql.index_above(int(rows[0]["top"])):  # noqa: UP028
+        yield index_sql.register_backfill(after.connector_id, spec.name, added)
+        for statement in index_sql.index_above(int(rows[0]["top"])):  # noqa: UP028
             yield statement
 
 
@@ -141,16 +113,16 @@ def _parsed(document: str) -> Manifest:
 def add_connection(connection_id: str, connector_id: str) -> Op[None]:
     validate_safe_name(connection_id, "connection_id")
     validate_connector_id(connector_id)
-    known = yield Execute(
-        select(manifests.c.connector_id).where(manifests.c.connector_id == connector_id)
-    )
+    known = yield write_sql.manifest_registered(connector_id)
     if not known:
         raise BadRequest(
             "invalid_request",
             f"connector {connector_id!r} has no registered manifest",
             param="connector_id",
         )
-    existing = sql.connector_of((yield sql.connection_exists(connection_id)) or [])
+    existing = catalogue_sql.connector_of(
+        (yield catalogue_sql.connection_exists(connection_id)) or []
+    )
     if existing is not None:
         if existing != connector_id:
             raise BadRequest(
@@ -159,19 +131,18 @@ def add_connection(connection_id: str, connector_id: str) -> Op[None]:
                 param="connection_id",
             )
         return
-    yield Execute(
-        insert(connections),
-        {"connection_id": connection_id, "connector_id": connector_id, "created_at": _now()},
-    )
+    yield write_sql.insert_connection(connection_id, connector_id, _now())
 
 
 def load_stream(connection_id: str, stream: str) -> Op[StreamSpec]:
     """The stream's spec for a connection: `connection_not_found` / `stream_not_declared`."""
     validate_safe_name(connection_id, "connection_id")
     validate_safe_name(stream, "stream")
-    spec = sql.stream_spec_of(stream, (yield sql.stream_spec(connection_id, stream)) or [])
+    spec = catalogue_sql.stream_spec_of(
+        stream, (yield catalogue_sql.stream_spec(connection_id, stream)) or []
+    )
     if spec is None:
-        if not (yield sql.connection_exists(connection_id)):
+        if not (yield catalogue_sql.connection_exists(connection_id)):
             raise NotFound(
                 "connection_not_found",
                 f"connection {connection_id!r} is not found",
@@ -199,7 +170,7 @@ class _BatchPlan:
 def _field_rows(
     connection_id: str, stream: str, new_fields: list[tuple[str, EncodedField]]
 ) -> list[tuple[Any, ...]]:
-    """`fields` rows in `sql.FIELD_COLUMNS` order."""
+    """`fields` rows in `write_sql.FIELD_COLUMNS` order."""
     return [
         (
             connection_id,
@@ -225,7 +196,7 @@ def _plan_batch(
     stream: str,
     *,
     encoded: dict[str, EncodedRecord],
-    existing: dict[str, sql.StoredRecord],
+    existing: dict[str, write_sql.StoredRecord],
     old_fields: dict[str, dict[str, tuple[str, str]]],
     result: UpsertResult,
 ) -> _BatchPlan:
@@ -289,7 +260,7 @@ def _plan_batch(
 def _searchable(connection_id: str, stream: str) -> Op[frozenset[str]]:
     """The stream's `lexical_fields`, where the store fills its search index itself (SQLite);
     elsewhere nothing is asked and the answer is empty."""
-    rows = yield sql.manifest_of_connection(connection_id)
+    rows = yield index_sql.manifest_of_connection(connection_id)
     if not rows:
         return frozenset()
     spec = _parsed(rows[0]["document"]).spec(stream)
@@ -299,17 +270,18 @@ def _searchable(connection_id: str, stream: str) -> Op[frozenset[str]]:
 def _indexed(item: EncodedField, searchable: frozenset[str]) -> bool:
     """Whether a field's chunks go into the search index: text-like fields that search may ask
     for (the manifest's `lexical_fields`), and any text-like field longer than a match scan
-    reads before it asks the index (`sql.SCAN_CHUNKS`), so `q` stays as fast in every field.
+    reads before it asks the index (`index_sql.SCAN_CHUNKS`), so `q` stays as fast in every
+    field.
     A shorter field is always found by the scan alone."""
     if not item.kind.text_like:
         return False
-    return item.path in searchable or len(item.stored) > sql.SCAN_CHUNKS * CHUNK_CHARS
+    return item.path in searchable or len(item.stored) > index_sql.SCAN_CHUNKS * CHUNK_CHARS
 
 
 def _chunk_rows(
     connection_id: str, stream: str, new_fields: list[tuple[str, EncodedField]]
 ) -> Iterator[tuple[Any, ...]]:
-    """`field_chunks` rows in `sql.CHUNK_COLUMNS` order, lazily (Rule 3)."""
+    """`field_chunks` rows in `write_sql.CHUNK_COLUMNS` order, lazily (Rule 3)."""
     for record_id, item in new_fields:
         for chunk in item.chunks():
             yield (
@@ -350,13 +322,13 @@ def upsert_records(
             exc.add_note(f"pdpp_store: records committed before this: {result.to_dict()}")
             raise
         ids = sorted(encoded)
-        existing = sql.stored_records(
-            (yield sql.existing_records(connection_id, stream, ids)) or []
+        existing = write_sql.stored_records(
+            (yield write_sql.existing_records(connection_id, stream, ids)) or []
         )
         old_fields: dict[str, dict[str, tuple[str, str]]] = {}
         if existing:
-            old_fields = sql.stored_fields(
-                (yield sql.existing_fields(connection_id, stream, list(existing))) or []
+            old_fields = write_sql.stored_fields(
+                (yield write_sql.existing_fields(connection_id, stream, list(existing))) or []
             )
         plan = _plan_batch(
             connection_id,
@@ -367,33 +339,29 @@ def upsert_records(
             result=result,
         )
         if plan.new_records:
-            yield Execute(sql.insert_records(), plan.new_records)
+            yield write_sql.insert_records(plan.new_records)
         if plan.changed_records:
-            yield Execute(sql.update_record(), plan.changed_records)
+            yield write_sql.update_records(plan.changed_records)
         if plan.dropped_fields:
             dropped = [(row["k_record_id"], row["k_path"]) for row in plan.dropped_fields]
-            keys = sql.index_keys(connection_id, stream, dropped)
-            for statement in sql.unindex_whole_fields():  # while their chunks hold the text
-                yield statement.with_params(keys)
-            yield Execute(sql.delete_fields(field_chunks), plan.dropped_fields)
-            yield Execute(sql.delete_fields(fields), plan.dropped_fields)
-            yield sql.unregister_index_fields().with_params(keys)
+            # while their chunks still hold the text
+            for statement in index_sql.unindex_whole_fields(connection_id, stream, dropped):
+                yield statement
+            for statement in write_sql.delete_fields(plan.dropped_fields):
+                yield statement
+            yield index_sql.unregister_index_fields(connection_id, stream, dropped)
         if plan.new_fields:
-            yield Execute(
-                sql.insert_fields, rows=_field_rows(connection_id, stream, plan.new_fields)
-            )
+            yield write_sql.insert_fields(_field_rows(connection_id, stream, plan.new_fields))
             rows = _chunk_rows(connection_id, stream, plan.new_fields)
             for group in _batched(rows, CHUNK_ROWS_PER_STATEMENT):
-                yield Execute(sql.insert_chunks, rows=group)
+                yield write_sql.insert_chunks(group)
                 changed["field_chunks"] += len(group)
             indexed = [
                 (rid, item.path) for rid, item in plan.new_fields if _indexed(item, searchable)
             ]
             if indexed:  # SQLite's search index is filled by the write itself (migration 0005)
-                params = sql.index_keys(connection_id, stream, indexed)
-                yield sql.register_index_fields().with_params(params)
-                for statement in sql.index_fields():
-                    yield statement.with_params(params)
+                for statement in index_sql.index_fields(connection_id, stream, indexed):
+                    yield statement
             for _, item in plan.new_fields:
                 if item.payload is not None and item.mime_type is not None:
                     yield from _store_blob(memoryview(item.payload), item.mime_type)
@@ -407,14 +375,14 @@ def upsert_records(
 
 def _keep_statistics_current(changed: Counter[str]) -> Op[bool]:
     """After a batch, analyse the record tables whose statistics have fallen behind, so the next
-    batch's key lookups keep their index plans (see `sql.stale_tables`): ingestion stays linear
-    in the records present, whatever autovacuum does. `changed` counts the rows this call wrote
-    since it last analysed, which the database's own counts may not show yet (they reach the
-    shared statistics up to a second late). Returns whether it analysed."""
-    stale = yield sql.stale_tables(changed)
+    batch's key lookups keep their index plans (see `write_sql.stale_tables`): ingestion stays
+    linear in the records present, whatever autovacuum does. `changed` counts the rows this call
+    wrote since it last analysed, which the database's own counts may not show yet (they reach
+    the shared statistics up to a second late). Returns whether it analysed."""
+    stale = yield write_sql.stale_tables(changed)
     if not stale:
         return False
-    yield sql.analyze(sql.stale_table_names(stale))
+    yield write_sql.analyze(write_sql.stale_table_names(stale))
     yield COMMIT
     return True
 
@@ -422,27 +390,12 @@ def _keep_statistics_current(changed: Counter[str]) -> Op[bool]:
 def delete_record(connection_id: str, stream: str, record_id: str) -> Op[None]:
     validate_safe_name(record_id, "record_id")
     yield from load_stream(connection_id, stream)
-    rows = yield Execute(
-        select(records.c.version)
-        .where(
-            records.c.connection_id == connection_id,
-            records.c.stream == stream,
-            records.c.record_id == record_id,
-            records.c.deleted == False,  # noqa: E712 - SQL comparison
-        )
-        .with_for_update()
+    version = write_sql.record_version(
+        (yield write_sql.live_record_version(connection_id, stream, record_id)) or []
     )
-    if not rows:
+    if version is None:
         raise NotFound("not_found", f"record {record_id!r} is not found", param="record_id")
-    yield Execute(
-        update(records)
-        .where(
-            records.c.connection_id == connection_id,
-            records.c.stream == stream,
-            records.c.record_id == record_id,
-        )
-        .values(deleted=True, version=rows[0]["version"] + 1, updated_at=_now())
-    )
+    yield write_sql.mark_deleted(connection_id, stream, record_id, version + 1, _now())
 
 
 # ---------------------------------------------------------------- blobs
@@ -464,33 +417,14 @@ def _store_blob(view: memoryview, mime_type: str) -> Op[BlobInfo]:
     succeed (each waits for the first to commit, then skips), and all answer the stored row."""
     sha = hashlib.sha256(view).hexdigest()
     blob_id = blob_id_for(sha)
-    found = sql.blob_info((yield sql.blob_exists(blob_id)) or [])
+    found = blob_sql.blob_info((yield blob_sql.blob_exists(blob_id)) or [])
     if found is not None:
         return found
-    yield Execute(
-        sql.insert_ignoring(blobs),
-        {
-            "blob_id": blob_id,
-            "sha256": sha,
-            "mime_type": mime_type,
-            "size_bytes": len(view),
-            "created_at": _now(),
-        },
-    )
-    offsets = range(0, len(view), BLOB_CHUNK_BYTES)
+    yield blob_sql.insert_blob(blob_id, sha, mime_type, len(view), _now())
+    offsets = range(0, len(view), blob_sql.BLOB_CHUNK_BYTES)
     for group in _batched(offsets, 16):
-        yield Execute(
-            sql.insert_ignoring(blob_chunks),
-            [
-                {
-                    "blob_id": blob_id,
-                    "chunk_no": start // BLOB_CHUNK_BYTES,
-                    "data": bytes(view[start : start + BLOB_CHUNK_BYTES]),
-                }
-                for start in group
-            ],
-        )
-    stored = sql.blob_info((yield sql.blob_exists(blob_id)) or [])
+        yield blob_sql.insert_blob_chunks(blob_id, view, group)
+    stored = blob_sql.blob_info((yield blob_sql.blob_exists(blob_id)) or [])
     return stored if stored is not None else BlobInfo(blob_id, sha, mime_type, len(view))
 
 
@@ -500,39 +434,25 @@ def _store_blob(view: memoryview, mime_type: str) -> Op[BlobInfo]:
 def load_cursor_keys(create: bool) -> Op[list[tuple[int, bytes]]]:
     """Stored cursor keys, newest first; with `create`, make the first one if there is none
     (stores opening one fresh database at once all end up with the same first key)."""
-    query = select(cursor_keys.c.key_id, cursor_keys.c.secret).order_by(cursor_keys.c.key_id.desc())
-    rows = (yield Execute(query)) or []
-    if rows or not create:
-        return [(int(row["key_id"]), bytes(row["secret"])) for row in rows]
-    yield Execute(
-        sql.insert_ignoring(cursor_keys),
-        {"key_id": 1, "secret": secrets.token_bytes(32), "created_at": _now()},
-    )
+    keys = write_sql.cursor_key_list((yield write_sql.cursor_keys_newest_first()) or [])
+    if keys or not create:
+        return keys
+    yield write_sql.insert_first_cursor_key(secrets.token_bytes(32), _now())
     return (yield from load_cursor_keys(create=False))
 
 
 def rotate_cursor_key() -> Op[int]:
-    rows = yield Execute(select(func.max(cursor_keys.c.key_id).label("newest")))
-    newest = (rows[0]["newest"] if rows else None) or 0
+    newest = write_sql.newest_key_id((yield write_sql.newest_cursor_key()) or [])
     if newest >= 255:
         raise BadRequest("invalid_request", "all 255 cursor key ids are in use", param="key_id")
-    yield Execute(
-        insert(cursor_keys),
-        {"key_id": newest + 1, "secret": secrets.token_bytes(32), "created_at": _now()},
-    )
+    yield write_sql.insert_cursor_key(newest + 1, secrets.token_bytes(32), _now())
     return newest + 1
 
 
 def retire_cursor_keys(grace: timedelta) -> Op[int]:
     """Delete the keys superseded (by the next newer key's creation) more than `grace` ago.
     The newest key, which signs, is never retired. Returns how many were deleted."""
-    rows = (
-        yield Execute(
-            select(cursor_keys.c.key_id, cursor_keys.c.created_at).order_by(
-                cursor_keys.c.key_id.desc()
-            )
-        )
-    ) or []
+    rows = (yield write_sql.cursor_key_ages()) or []
     cutoff = _now() - grace
     retired = [
         int(older["key_id"])
@@ -540,7 +460,7 @@ def retire_cursor_keys(grace: timedelta) -> Op[int]:
         if _aware(newer["created_at"]) <= cutoff  # superseded when the newer key was made
     ]
     if retired:
-        yield Execute(delete(cursor_keys).where(cursor_keys.c.key_id.in_(retired)))
+        yield write_sql.delete_cursor_keys(retired)
     return len(retired)
 
 

@@ -3,35 +3,66 @@
 The rest of the package asks `Capabilities` questions instead of comparing dialect names:
 statement builders take the dialect's capabilities as an argument (`_sql.requests.Builder`), the
 drivers read how to open, begin and read from them, and the schema takes its key type from here.
-Spelling that differs but means the same (SQLite's `instr`, `max`, `min` for `strpos`,
-`greatest`, `least`) is a construct compiled per dialect (`@compiles`), so the builders use one
-name for it.
+Spelling that differs but means the same is written here once, in the construct or type that
+owns it, so the builders use one name for it:
+
+- functions compiled per dialect (`@compiles`): `strpos`, `greatest`, `least` (SQLite's
+  `instr`, `max`, `min`), and `id_set`, the names of one list parameter as a subquery;
+- `IdList`, the type of that parameter (a text array where lists bind as arrays, else JSON);
+- `insert_ignoring`, the dialect's `INSERT .. ON CONFLICT DO NOTHING` construct;
+- `bound_rows`, rows bound as one JSON parameter, read back as a table.
 
 Rules:
 1. A difference between the databases is written here as a capability (a fact about what the
    database does or runs well), never as `if dialect == ...` elsewhere.
 2. A capability names the behaviour, not the database: a third database would be one more
-   `Capabilities` value, not edits across the package.
+   `Capabilities` value (and its spellings below), not edits across the package.
+3. Only this module names a dialect: `@compiles(..., name)` and the per-dialect spellings
+   keyed by `Capabilities.name`. Other modules may hold SQL that only one database runs (the
+   SQLite search index's side table, Postgres' statistics views) when a capability guards it.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import Integer, Text
+from sqlalchemy import (
+    ColumnElement,
+    Insert,
+    Integer,
+    Subquery,
+    Text,
+    bindparam,
+    cast,
+    func,
+    literal_column,
+    select,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import GenericFunction
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 __all__ = [
     "MAX_SQL_INT",
     "POSTGRESQL",
     "SQLITE",
+    "BoundColumns",
     "Capabilities",
+    "IdList",
+    "bound_rows",
     "capabilities",
     "greatest",
+    "id_set",
+    "insert_ignoring",
     "key_text",
     "least",
     "strpos",
@@ -82,6 +113,9 @@ class Capabilities:
     is asked with `MATCH` (SQLite: FTS5 `trigram`). Otherwise it is an expression index on
     `field_chunks` that the database maintains and that answers `LIKE` (Postgres: `pg_trgm`
     GIN)."""
+    binds_arrays: bool
+    """A Python list binds as one array parameter (Postgres `text[]`); elsewhere an `IdList`
+    is bound as one JSON text and read back with the database's JSON functions (SQLite)."""
 
 
 SQLITE = Capabilities(
@@ -98,6 +132,7 @@ SQLITE = Capabilities(
     runs_in_process=True,
     positional_marker="?",
     search_index_is_side_table=True,
+    binds_arrays=False,
 )
 
 POSTGRESQL = Capabilities(
@@ -114,6 +149,7 @@ POSTGRESQL = Capabilities(
     runs_in_process=False,
     positional_marker="%s",
     search_index_is_side_table=False,
+    binds_arrays=True,
 )
 
 _BY_NAME = {caps.name: caps for caps in (SQLITE, POSTGRESQL)}
@@ -170,3 +206,114 @@ def _greatest_sqlite(element: greatest, compiler: SQLCompiler, **kw: Any) -> str
 @compiles(least, "sqlite")
 def _least_sqlite(element: least, compiler: SQLCompiler, **kw: Any) -> str:
     return f"min({compiler.process(element.clauses, **kw)})"
+
+
+class id_set(GenericFunction[str]):
+    """The names of an `IdList` parameter as a one-column subquery, for `column IN (...)`."""
+
+    type = Text()
+    inherit_cache = True
+
+
+@compiles(id_set, "sqlite")
+def _id_set_sqlite(element: id_set, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"(SELECT value FROM json_each({compiler.process(element.clauses, **kw)}))"
+
+
+@compiles(id_set, "postgresql")
+def _id_set_postgresql(element: id_set, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"(SELECT unnest({compiler.process(element.clauses, **kw)}))"
+
+
+# ---------------------------------------------------------------- one type, bound per dialect
+
+
+class IdList(TypeDecorator[list[str]]):
+    """A list of names bound as one parameter, whatever its length: a text array where lists
+    bind as arrays (`Capabilities.binds_arrays`: Postgres), else a JSON array (SQLite). (An
+    expanding IN list binds one parameter per name, and a grant's `resources` may name more than
+    a database accepts: 65,535 on Postgres, 32,766 on SQLite.)"""
+
+    impl = Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if capabilities(dialect.name).binds_arrays:
+            return dialect.type_descriptor(ARRAY(Text()))
+        return dialect.type_descriptor(Text())
+
+    def process_bind_param(self, value: list[str] | None, dialect: Dialect) -> Any:
+        if value is None or _BY_NAME[dialect.name].binds_arrays:
+            return value
+        return _json_list(tuple(value))
+
+
+@lru_cache(maxsize=1024)
+def _json_list(names: tuple[str, ...]) -> str:
+    """A grant's list as JSON, once per distinct list (a grant's lists come back on each read)."""
+    return json.dumps(names)
+
+
+# ---------------------------------------------------------------- constructs chosen per dialect
+
+
+@cache
+def insert_ignoring(table: Any, caps: Capabilities) -> Insert:
+    """An INSERT into `table` that skips rows whose key is already there (`ON CONFLICT DO
+    NOTHING`), in the dialect's own construct (the clause is not in SQLAlchemy's generic one).
+    Cached: a driver compiles a statement once per statement object."""
+    statement: Insert = _INSERTS[caps.name](table).on_conflict_do_nothing()
+    return statement
+
+
+_INSERTS: dict[str, Callable[[Any], Any]] = {
+    SQLITE.name: sqlite_insert,
+    POSTGRESQL.name: postgresql_insert,
+}
+
+
+BoundColumns = tuple[tuple[str, bool], ...]
+"""The columns of a table of bound rows: (name, is a key column (text) or an integer)."""
+
+
+def bound_rows(caps: Capabilities, name: str, columns: BoundColumns) -> Subquery:
+    """The rows bound as JSON in parameter `name` (one JSON array of arrays), as a table of
+    `columns`, to be joined by equality (which every planner turns into key lookups; a row-value
+    `IN` list was seen to be scanned). One parameter whatever the number of rows, so one
+    statement to plan: bound as a `UNION` of one `SELECT` per row, Postgres spent 10-15 ms
+    planning a page. Key columns come in the key columns' own collation, or Postgres cannot use
+    their indexes for the join."""
+    return _BOUND_ROWS[caps.name](name, columns)
+
+
+def _bound_rows_sqlite(name: str, columns: BoundColumns) -> Subquery:
+    rows = bindparam(name, type_=Text())
+    elements = func.json_each(rows).table_valued("value").alias(f"{name}_rows")
+
+    def item(number: int, key: bool) -> ColumnElement[Any]:
+        return func.json_extract(elements.c.value, literal_column(f"'$[{number}]'"))
+
+    return select(
+        *(item(number, key).label(column) for number, (column, key) in enumerate(columns))
+    ).subquery(f"{name}_table")
+
+
+def _bound_rows_postgresql(name: str, columns: BoundColumns) -> Subquery:
+    rows = bindparam(name, type_=Text())
+    elements = (
+        func.jsonb_array_elements(cast(rows, JSONB)).table_valued("value").alias(f"{name}_rows")
+    )
+
+    def item(number: int, key: bool) -> ColumnElement[Any]:
+        value = elements.c.value.op("->>")(literal_column(str(number)))
+        return value.collate("C") if key else cast(value, Integer)
+
+    return select(
+        *(item(number, key).label(column) for number, (column, key) in enumerate(columns))
+    ).subquery(f"{name}_table")
+
+
+_BOUND_ROWS: dict[str, Callable[[str, BoundColumns], Subquery]] = {
+    SQLITE.name: _bound_rows_sqlite,
+    POSTGRESQL.name: _bound_rows_postgresql,
+}

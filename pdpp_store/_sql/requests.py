@@ -11,9 +11,11 @@ with positional rows, for the bulk inserts of ingestion (see `DriverSQL`).
 Rules:
 1. Rows are read by column label, never by position: every statement labels what it selects,
    and the function that decodes a statement's rows sits next to the statement.
-2. A statement that a dialect spells differently is given as a builder of the dialect's
+2. A statement that a dialect spells differently is given as a `Builder` of the dialect's
    `Capabilities` (`_sql.dialects`); the driver calls it with its own. Builders are cached, so
    this costs one dictionary lookup per execution.
+3. An `Execute` is made whole by the `_sql` builder that returns it (statement, parameters,
+   `when`, `bounded`); operations yield it as it is.
 """
 
 from __future__ import annotations
@@ -75,9 +77,6 @@ class Execute:
 
     def runs_on(self, capabilities: Capabilities) -> bool:
         return self.when is None or self.when(capabilities)
-
-    def with_params(self, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Execute:
-        return Execute(self.statement, params, self.when, self.rows, self.bounded)
 
     def prepared(self, capabilities: Capabilities) -> Statement:
         """What the driver runs on a database of these capabilities."""

@@ -1,4 +1,6 @@
-"""Search statements (§9): the catalogue of searchable fields, and the page of hits.
+"""Search statements (§9): the page of hits, and the page's evidence (first occurrences and
+previews). The catalogue of searchable fields is `catalogue`'s; the index's candidates are
+`index`'s question, asked here by `candidates`.
 
 Rules:
 1. The fields searched are decided before the query, in Python, from the manifests and the
@@ -6,14 +8,14 @@ Rules:
    so a field outside those lists is never compared with a term, and its bytes never leave
    the database.
 2. Every disjunct of the hit statement carries its stream grant's visibility condition
-   (`statements.visible_records`): the same rules as every read, in the SQL itself.
+   (`visibility.visible_records`): the same rules as every read, in the SQL itself.
 3. A term matches a chunk when the folded needle occurs in the chunk's folded text extended by
    the next chunk's folded head: the stored 63-code-point look-ahead for terms of up to 64 code
    points, a probe of the next chunk for longer ones (terms are at most 256 code points, chunks
    1024, so a term crosses at most one boundary).
 4. Hits come in key order `(connection_id, stream, record_id)` (byte order on both databases),
    strictly after the page cursor's key: keyset pages that never skip or repeat a hit.
-5. As in `statements`: every selected column is labelled, and each statement's rows are decoded
+5. As everywhere in `_sql`: every selected column is labelled, and each statement's rows are decoded
    by label by the function below it.
 """
 
@@ -32,127 +34,43 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
-    case,
-    cast,
     exists,
     false,
     func,
-    literal_column,
     or_,
     select,
     true,
     tuple_,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 
 from pdpp_store._core.grants import StreamGrant
 from pdpp_store._core.values import CHUNK_CHARS, LOOKAHEAD_CHARS
 from pdpp_store.evidence import FieldInfo
 
-from .dialects import Capabilities, greatest, least, strpos
+from . import visibility
+from .dialects import BoundColumns, Capabilities, bound_rows, greatest, least, strpos
+from .index import fts_query, like_pattern, record_candidates
+from .match import haystack_at
+from .reads import FIELD_META, field_info
 from .requests import Execute, Rows
-from .statements import (
-    FIELD_META,
-    INDEX_LONG_BASE,
-    INDEX_ROWID_SHIFT,
-    GrantShape,
-    _haystack_at,
-    _kind_in,
-    _same_record,
-    field_info,
-    fts_query,
-    grant_params,
-    like_pattern,
-    search_chunks_table,
-    search_fields_table,
-    visible_records,
-)
-from .tables import connections, field_chunks, fields, manifests, records, streams
+from .tables import field_chunks, fields, records
+from .visibility import GrantShape, grant_params, kind_in, same_record
 
 __all__ = [
-    "DeclaringConnection",
     "FieldOccurrences",
     "Key",
     "Preview",
     "SearchGroup",
     "Target",
     "candidates",
-    "declaring_connections",
     "first_occurrences",
     "hit_keys",
     "hits",
-    "manifest_documents",
     "next_keys",
     "occurrences",
     "preview_texts",
     "previews",
-    "stored_manifests",
-    "stream_connections",
 ]
-
-
-def stream_connections(names: Sequence[str], connection_id: str | None) -> Execute:
-    """(connection_id, connector_id, stream, registered_at) of every connection whose
-    manifest declares one of `names` (only `connection_id`'s when given)."""
-    params: dict[str, Any] = {"s_names": list(names)}
-    if connection_id is not None:
-        params["s_conn"] = connection_id
-    return Execute(_stream_connections(connection_id is not None), params)
-
-
-@cache
-def _stream_connections(one: bool) -> Select[Any]:
-    query = (
-        select(
-            connections.c.connection_id,
-            connections.c.connector_id,
-            streams.c.stream,
-            manifests.c.registered_at,
-        )
-        .select_from(
-            connections.join(streams, streams.c.connector_id == connections.c.connector_id).join(
-                manifests, manifests.c.connector_id == connections.c.connector_id
-            )
-        )
-        .where(streams.c.stream.in_(bindparam("s_names", expanding=True)))
-        .order_by(connections.c.connection_id, streams.c.stream)
-    )
-    if one:
-        query = query.where(connections.c.connection_id == bindparam("s_conn"))
-    return query
-
-
-@dataclass(frozen=True, slots=True)
-class DeclaringConnection:
-    connection_id: str
-    connector_id: str
-    stream: str
-    registered_at: Any
-    """When the connector's manifest was registered: the stamp of a parsed manifest."""
-
-
-def declaring_connections(rows: Rows) -> list[DeclaringConnection]:
-    """`stream_connections`' answer."""
-    return [
-        DeclaringConnection(
-            row["connection_id"], row["connector_id"], row["stream"], row["registered_at"]
-        )
-        for row in rows
-    ]
-
-
-def manifest_documents(connector_ids: Sequence[str]) -> Execute:
-    return Execute(
-        select(manifests.c.connector_id, manifests.c.registered_at, manifests.c.document).where(
-            manifests.c.connector_id.in_(bindparam("s_connectors", expanding=True))
-        ),
-        {"s_connectors": list(connector_ids)},
-    )
-
-
-def stored_manifests(rows: Rows) -> list[tuple[str, Any, str]]:
-    """`manifest_documents`' answer: (connector id, registration stamp, manifest JSON)."""
-    return [(row["connector_id"], row["registered_at"], row["document"]) for row in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,12 +87,12 @@ def _term_occurs(group: int, term: int, long_term: bool) -> ColumnElement[bool]:
     overlap = bindparam(f"t{term}_overlap", type_=Integer)
     needle = bindparam(f"t{term}", type_=Text())
     return exists().where(
-        _same_record(fields, records),
+        same_record(fields, records),
         fields.c.path.in_(bindparam(f"p{group}_{term}", expanding=True)),
-        _kind_in(text_like=True),
-        _same_record(field_chunks, fields),
+        kind_in(text_like=True),
+        same_record(field_chunks, fields),
         field_chunks.c.path == fields.c.path,
-        strpos(_haystack_at(field_chunks, long_term, overlap), needle) > 0,
+        strpos(haystack_at(field_chunks, long_term, overlap), needle) > 0,
     )
 
 
@@ -183,48 +101,17 @@ Key = tuple[str, str, str]
 
 
 KEY_COLUMNS = ("connection_id", "stream", "record_id")
-"""The columns of a record key (`Key`) bound as a table by `_bound_rows`."""
-
-Columns = tuple[tuple[str, bool], ...]
-"""The columns of a table of bound rows: (name, is a key column (text) or an integer)."""
+"""The columns of a record key (`Key`) bound as a table by `dialects.bound_rows`."""
 
 
 def _bound_json(rows: Sequence[tuple[Any, ...]]) -> str:
-    """The parameter `_bound_rows` reads: the rows as one JSON array of arrays."""
+    """The parameter `dialects.bound_rows` reads: the rows as one JSON array of arrays."""
     return json.dumps([list(row) for row in rows], ensure_ascii=False)
-
-
-def _bound_rows(caps: Capabilities, name: str, columns: Columns) -> Any:
-    """The rows bound as JSON in parameter `name` (`_bound_json`), as a table of `columns`, to
-    be joined by equality (which every planner turns into key lookups; a row-value `IN` list
-    was seen to be scanned). One parameter whatever the number of rows, so one statement to
-    plan: bound as a `UNION` of one `SELECT` per row, Postgres spent 10-15 ms planning a page.
-    Key columns come in the key columns' own collation, or Postgres cannot use their indexes
-    for the join."""
-    rows = bindparam(name, type_=Text())
-    if caps.name == "sqlite":
-        elements = func.json_each(rows).table_valued("value").alias(f"{name}_rows")
-
-        def item(number: int, key: bool) -> ColumnElement[Any]:
-            return func.json_extract(elements.c.value, literal_column(f"'$[{number}]'"))
-
-    else:
-        elements = (
-            func.jsonb_array_elements(cast(rows, JSONB)).table_valued("value").alias(f"{name}_rows")
-        )
-
-        def item(number: int, key: bool) -> ColumnElement[Any]:
-            value = elements.c.value.op("->>")(literal_column(str(number)))
-            return value.collate("C") if key else cast(value, Integer)
-
-    return select(
-        *(item(number, key).label(column) for number, (column, key) in enumerate(columns))
-    ).subquery(f"{name}_table")
 
 
 def _keys_table(caps: Capabilities, name: str) -> Any:
     """Record keys bound by `_bound_json`, as a table."""
-    return _bound_rows(caps, name, tuple((column, True) for column in KEY_COLUMNS))
+    return bound_rows(caps, name, tuple((column, True) for column in KEY_COLUMNS))
 
 
 def _scope_params(
@@ -257,7 +144,7 @@ def _in_scope(
     holding every term (none given: whatever it holds)."""
     disjuncts = [
         and_(
-            visible_records(shapes[grant_index], f"g{grant_index}"),
+            visibility.visible_records(shapes[grant_index], f"g{grant_index}"),
             records.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
             *(_term_occurs(number, term, long) for term, long in enumerate(longs)),
         )
@@ -366,52 +253,7 @@ def candidates(
 
 @cache
 def _candidates(caps: Capabilities) -> Select[Any]:
-    if caps.search_index_is_side_table:
-        sf = search_fields_table
-        key = (sf.c.connection_id, sf.c.stream, sf.c.record_id)
-        # A field indexed whole is the row named by its id; a long field's chunk rows name it
-        # below `INDEX_LONG_BASE`'s offset. Integer division (`//`): `/` is a true division in
-        # SQLAlchemy 2, a float on SQLite, and would pair a chunk with the wrong field.
-        rowid = search_chunks_table.c.rowid
-        search_id = case((rowid > 0, rowid), else_=(rowid - INDEX_LONG_BASE) // INDEX_ROWID_SHIFT)
-        return (
-            select(*key)
-            .distinct()
-            .select_from(search_chunks_table.join(sf, sf.c.search_id == search_id))
-            .where(
-                literal_column("search_chunks").op("MATCH")(bindparam("i_fts", type_=Text())),
-                sf.c.connection_id.in_(bindparam("i_conns", expanding=True)),
-                sf.c.stream.in_(bindparam("i_streams", expanding=True)),
-                sf.c.path.in_(bindparam("i_paths", expanding=True)),
-                tuple_(*key) > _after(),
-            )
-            .order_by(*key)
-            .limit(bindparam("i_limit", type_=Integer))
-        )
-    # Keys compared and ordered under "POSIX" (byte order, like the columns' "C"), which the
-    # primary key cannot serve: the GIN index answers, then the few candidates are sorted (an
-    # ordered walk of the primary key, filtered by LIKE, would read every chunk).
-    fc = field_chunks.alias("indexed")
-    posix = tuple(c.collate("POSIX") for c in (fc.c.connection_id, fc.c.stream, fc.c.record_id))
-    indexed_text = func.coalesce(fc.c.folded, fc.c.text) + func.coalesce(fc.c.lookahead, "")
-    return (
-        select(
-            fc.c.connection_id.label("connection_id"),
-            fc.c.stream.label("stream"),
-            fc.c.record_id.label("record_id"),
-            *(k.label(f"order_{n}") for n, k in enumerate(posix)),
-        )
-        .distinct()
-        .where(
-            indexed_text.like(bindparam("i_like", type_=Text()), escape="\\"),
-            posix[0].in_(bindparam("i_conns", expanding=True, type_=Text())),
-            posix[1].in_(bindparam("i_streams", expanding=True, type_=Text())),
-            fc.c.path.in_(bindparam("i_paths", expanding=True)),
-            tuple_(*posix) > _after(),
-        )
-        .order_by(*posix)
-        .limit(bindparam("i_limit", type_=Integer))
-    )
+    return record_candidates(caps, _after())
 
 
 def hit_keys(rows: Rows) -> list[Key]:
@@ -423,7 +265,7 @@ def hit_keys(rows: Rows) -> list[Key]:
 
 Target = tuple[str, str, str, str]
 """A searchable field of a hit: (connection_id, stream, record_id, path)."""
-_TARGET_COLUMNS: Columns = tuple((name, True) for name in (*KEY_COLUMNS, "path"))
+_TARGET_COLUMNS: BoundColumns = tuple((name, True) for name in (*KEY_COLUMNS, "path"))
 
 
 def _page_params(grants: Sequence[StreamGrant]) -> dict[str, Any]:
@@ -438,11 +280,11 @@ def _page_fields(shapes: tuple[GrantShape, ...], targets: Any) -> tuple[Any, Col
     keeps those visible under their stream's grant. Record tables are joined to each other by
     key (not only to the bound targets): Citus co-locates by `connection_id`
     (tests/_distribution.py, rule 3)."""
-    joined = targets.join(records, _same_record(records, targets)).join(
-        fields, and_(_same_record(fields, records), fields.c.path == targets.c.path)
+    joined = targets.join(records, same_record(records, targets)).join(
+        fields, and_(same_record(fields, records), fields.c.path == targets.c.path)
     )
-    visible = or_(*(visible_records(shape, f"g{n}") for n, shape in enumerate(shapes)))
-    return joined, and_(visible, _kind_in(text_like=True))
+    visible = or_(*(visibility.visible_records(shape, f"g{n}") for n, shape in enumerate(shapes)))
+    return joined, and_(visible, kind_in(text_like=True))
 
 
 def first_occurrences(
@@ -456,7 +298,7 @@ def first_occurrences(
     Bounded by `chunks` per field, so a page costs the same whatever its fields' sizes; in a
     longer field an absent term may still occur later (the caller asks `match_window`, which
     has the index). Occurrences are found as the match scan finds them
-    (`statements._match_scan`): in the folded chunk followed by the next chunk's folded head,
+    (`match._match_scan`): in the folded chunk followed by the next chunk's folded head,
     so a term straddling a boundary is found in the chunk it starts in, and the smallest offset
     over the chunks is the first occurrence."""
     params = {**_page_params(grants), "e_targets": _bound_json(targets), "e_chunks": chunks}
@@ -466,19 +308,19 @@ def first_occurrences(
     return Execute(partial(_first_occurrences, shapes, long_terms), params)
 
 
-_TERM_COLUMNS: Columns = (("term_no", False), ("needle", True), ("q_len", False))
+_TERM_COLUMNS: BoundColumns = (("term_no", False), ("needle", True), ("q_len", False))
 
 
 def _same_field(table: Any, other: Any) -> ColumnElement[bool]:
-    return and_(_same_record(table, other), table.c.path == other.c.path)
+    return and_(same_record(table, other), table.c.path == other.c.path)
 
 
 @cache
 def _first_occurrences(
     shapes: tuple[GrantShape, ...], long_terms: bool, caps: Capabilities
 ) -> Select[Any]:
-    targets = _bound_rows(caps, "e_targets", _TARGET_COLUMNS)
-    terms = _bound_rows(caps, "e_terms", _TERM_COLUMNS)
+    targets = bound_rows(caps, "e_targets", _TARGET_COLUMNS)
+    terms = bound_rows(caps, "e_terms", _TERM_COLUMNS)
     chunk = field_chunks
     ahead: ColumnElement[str] = chunk.c.lookahead
     if long_terms:
@@ -537,7 +379,7 @@ def occurrences(rows: Rows, term_count: int) -> dict[Target, FieldOccurrences]:
 Preview = tuple[str, str, str, str, str, int, int]
 """A preview to cut: the target field, the digest its offsets hold for, and the range
 `[start, end)` in code points."""
-_PREVIEW_COLUMNS: Columns = (
+_PREVIEW_COLUMNS: BoundColumns = (
     *_TARGET_COLUMNS,
     ("digest", True),
     ("start_chars", False),
@@ -556,7 +398,7 @@ def previews(grants: Sequence[StreamGrant], wanted: Sequence[Preview]) -> Execut
 
 @cache
 def _previews(shapes: tuple[GrantShape, ...], caps: Capabilities) -> Select[Any]:
-    wanted = _bound_rows(caps, "v_wanted", _PREVIEW_COLUMNS)
+    wanted = bound_rows(caps, "v_wanted", _PREVIEW_COLUMNS)
     page, conditions = _page_fields(shapes, wanted)
     piece = field_chunks
     start, end = wanted.c.start_chars, wanted.c.end_chars

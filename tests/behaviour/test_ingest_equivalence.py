@@ -28,7 +28,7 @@ from pdpp_store import NotFound, RecordRef, StoreError
 from pdpp_store._core.manifest import Manifest
 from pdpp_store._core.values import CHUNK_CHARS, encode_record
 from pdpp_store._runtime import sync_url
-from pdpp_store._sql.statements import SCAN_CHUNKS
+from pdpp_store._sql.index import SCAN_CHUNKS
 
 MESSAGES = "messages"
 BIG = SCAN_CHUNKS * CHUNK_CHARS + 1
@@ -373,7 +373,7 @@ def test_chunks_changed_outside_the_writes_keep_the_index_in_step(store: StoreFr
 
 def _named(conn: Connection, term: str) -> int:
     """SQLite: how many rows of the search index are candidates for `term`."""
-    from pdpp_store._sql.statements import fts_query
+    from pdpp_store._sql.index import fts_query
 
     query = text("SELECT count(*) FROM search_chunks WHERE search_chunks MATCH :q")
     return int(conn.execute(query, {"q": fts_query(term)}).scalar_one())

@@ -18,7 +18,7 @@ from sqlalchemy.pool import NullPool
 
 from pdpp_store import Store
 from pdpp_store._runtime import sync_url
-from pdpp_store._sql import statements as sql
+from pdpp_store._sql import writes as sql
 
 pytestmark = pytest.mark.postgres
 

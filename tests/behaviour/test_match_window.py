@@ -387,7 +387,7 @@ def test_property_match_offset_is_the_fold_oracle(
 def test_late_matches_through_the_index_and_after_rewrites(store: StoreFront) -> None:
     """Past the scanned head (`SCAN_CHUNKS`), matches come from the index, re-checked on the
     text: late, straddling a boundary, long, short, and after the field was rewritten."""
-    from pdpp_store._sql.statements import SCAN_CHUNKS
+    from pdpp_store._sql.index import SCAN_CHUNKS
 
     setup_mailbox(store)
     store.upsert_records(MAILBOX, "message_bodies", [body("first", "an earlier field")])
@@ -444,7 +444,7 @@ def _occurrences(text: str, q: str) -> list[int]:
 
 
 def test_every_occurrence_by_number_and_by_next_match_cursor(store: StoreFront) -> None:
-    from pdpp_store._sql.statements import SCAN_CHUNKS
+    from pdpp_store._sql.index import SCAN_CHUNKS
 
     setup_mailbox(store)
     size = (SCAN_CHUNKS + 6) * CHUNK_CHARS

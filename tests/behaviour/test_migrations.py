@@ -61,7 +61,7 @@ def test_the_search_index_migration_backfills_and_downgrades(db_url: str) -> Non
 
     from pdpp_store._core.values import CHUNK_CHARS
     from pdpp_store._ops import search as search_ops
-    from pdpp_store._sql.statements import SCAN_CHUNKS
+    from pdpp_store._sql.index import SCAN_CHUNKS
 
     late = (SCAN_CHUNKS + 2) * CHUNK_CHARS + 7
     text = "." * late + "Okapi" + "." * 50
@@ -247,7 +247,7 @@ def test_the_search_index_merges_eight_segments_at_a_time(sqlite_db_url: str) ->
 
 def _rows_naming(url: str, term: str) -> list[int]:
     """SQLite: the rowids of the search index's rows that are candidates for `term`."""
-    from pdpp_store._sql.statements import fts_query
+    from pdpp_store._sql.index import fts_query
 
     engine = create_engine(sync_url(url))
     try:
@@ -282,7 +282,7 @@ def test_the_whole_field_migration_rebuilds_the_index_both_ways(sqlite_db_url: s
 
     from pdpp_store._core.values import CHUNK_CHARS
     from pdpp_store._ops import search as search_ops
-    from pdpp_store._sql.statements import INDEX_LONG_BASE, INDEX_ROWID_SHIFT
+    from pdpp_store._sql.index import INDEX_LONG_BASE, INDEX_ROWID_SHIFT
 
     url = sqlite_db_url
     late = 34 * CHUNK_CHARS + 7  # past the 32 chunks a match scan reads itself

@@ -360,7 +360,7 @@ def test_evidence_in_fields_longer_than_the_page_scan(store: StoreFront) -> None
     """A page's evidence scans the first `SCAN_CHUNKS` chunks of every field at once; in a
     longer field, the first term occurring only past them is still the evidence (not a later
     term found early), and a term only past them is still found."""
-    from pdpp_store._sql.statements import SCAN_CHUNKS
+    from pdpp_store._sql.index import SCAN_CHUNKS
 
     setup_mailbox(store)
     filler = "lorem ipsum dolor " * ((SCAN_CHUNKS * 1024) // 18 + 200)

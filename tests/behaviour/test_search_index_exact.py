@@ -21,7 +21,7 @@ from pdpp_store import Store
 from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._ops import search as search_ops
 from pdpp_store._runtime import sync_url
-from pdpp_store._sql.statements import SCAN_CHUNKS, index_rows
+from pdpp_store._sql.index import SCAN_CHUNKS, index_rows
 
 STREAM = "message_bodies"
 TERMS = ("okapi", "zebra", "quagga")

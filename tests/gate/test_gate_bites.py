@@ -19,7 +19,9 @@ removed.
 
 from __future__ import annotations
 
+import importlib
 import logging
+import pkgutil
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -44,20 +46,25 @@ from test_gate_canaries import (
     probes,
 )
 
+import pdpp_store._sql
 from pdpp_store import Store, StoreError, StreamGrant
 from pdpp_store._ops.catalogue import Operation
 from pdpp_store._runtime import observing
-from pdpp_store._sql import statements as sql
+from pdpp_store._sql import blobs as blob_sql
+from pdpp_store._sql import match as match_sql
+from pdpp_store._sql import reads as read_sql
+from pdpp_store._sql import visibility as sql
 from pdpp_store._sql.tables import field_chunks, fields
 
 LEAK = "unauthorized canary"
 
 
 def _clear_statement_caches() -> None:
-    for value in list(vars(sql).values()):
-        clear = getattr(value, "cache_clear", None)
-        if callable(clear):
-            clear()
+    for info in pkgutil.iter_modules(pdpp_store._sql.__path__, "pdpp_store._sql."):
+        for value in list(vars(importlib.import_module(info.name)).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear):
+                clear()
 
 
 @pytest.fixture
@@ -148,9 +155,8 @@ def test_a_window_statement_selecting_the_whole_field_fails_the_bounded_proof(
 
     # Every statement that cuts a window: `_field_window`, and `_match_window` where the store
     # cuts a match window in the scan's own statement (else match reads use `_field_window`).
-    for name in ("_field_window", "_match_window"):
-        if hasattr(sql, name):
-            breakable.setattr(sql, name, _leaking(getattr(sql, name)))
+    for module, name in ((read_sql, "_field_window"), (match_sql, "_match_window")):
+        breakable.setattr(module, name, _leaking(getattr(module, name)))
     for read in reads:
         with observing(sent := _Sent()):
             assert read().text  # the broken variant still answers correctly ...
@@ -242,7 +248,9 @@ def test_blob_check_removed_lets_hidden_blobs_through(
         "blob-outside-time",
         "nul-blob-ungranted-field",
     ]
-    _bites(canaries, names, caplog, lambda: breakable.setattr(sql, "_blob_referenced", any_blob))
+    _bites(
+        canaries, names, caplog, lambda: breakable.setattr(blob_sql, "_blob_referenced", any_blob)
+    )
 
 
 # ---------------------------------------------------------------- (e) logs and errors

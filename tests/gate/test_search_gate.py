@@ -27,6 +27,8 @@ whose every batch the same hit statement re-checks.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -35,11 +37,12 @@ from _data import MAILBOX, OTHER_MAILBOX, grant, manifest
 from _fronts import StoreFront
 from audit import BoundaryAudit
 
+import pdpp_store._sql
 from pdpp_store import Grant, Store
 from pdpp_store._core.folding import fold
 from pdpp_store._ops import search as search_ops
 from pdpp_store._sql import search as search_sql
-from pdpp_store._sql import statements as sql
+from pdpp_store._sql import visibility as sql
 
 MS = "messages"
 CANARIES = {
@@ -201,7 +204,8 @@ def test_search_never_answers_from_what_the_grant_does_not_cover(
 
 
 def _clear_caches() -> None:
-    for module in (sql, search_sql):
+    for info in pkgutil.iter_modules(pdpp_store._sql.__path__, "pdpp_store._sql."):
+        module = importlib.import_module(info.name)
         for value in list(vars(module).values()):
             clear = getattr(value, "cache_clear", None)
             if callable(clear):
@@ -271,8 +275,9 @@ def test_paths_removed_from_the_search_sql_fail_the_proofs(
     from sqlalchemy import Integer, bindparam, exists
 
     from pdpp_store._sql.dialects import strpos
-    from pdpp_store._sql.statements import _haystack_at, _same_record
+    from pdpp_store._sql.match import haystack_at as _haystack_at
     from pdpp_store._sql.tables import field_chunks, fields, records
+    from pdpp_store._sql.visibility import same_record as _same_record
 
     def any_field(group: int, term: int, long_term: bool) -> Any:
         overlap = bindparam(f"t{term}_overlap", type_=Integer)
@@ -294,8 +299,8 @@ def test_paths_removed_from_the_page_evidence_fail_the_proofs(
     """The page's evidence statements (`first_occurrences`, `previews`) read every text-like
     field of a hit, not only its searched paths. The store keeps the excerpts of the searched
     paths alone, so every answer is unchanged and only the audit can tell."""
-    from pdpp_store._sql.statements import _same_record
     from pdpp_store._sql.tables import fields, records
+    from pdpp_store._sql.visibility import same_record as _same_record
 
     real = search_sql._page_fields
 
@@ -323,7 +328,6 @@ def test_visibility_removed_from_the_search_sql_fails_the_proofs(
     def everything_visible(shape: Any, prefix: str = "g") -> Any:
         return true()
 
-    breakable.setattr(search_sql, "visible_records", everything_visible)
     breakable.setattr(sql, "visible_records", everything_visible)
     _fails(loaded)
 

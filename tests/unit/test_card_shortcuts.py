@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.identity import RecordRef
 from pdpp_store._ops import reads
-from pdpp_store._sql import statements as sql
+from pdpp_store._sql import reads as sql
 from pdpp_store.evidence import FieldInfo, FieldPreview, RecordView
 from pdpp_store.evidence.record import built_view
 from pdpp_store.evidence.window import FieldWindow, built_window

@@ -137,3 +137,87 @@ def test_the_boundary_test_sees_what_it_must(tmp_path: Path) -> None:
     assert _own("pdpp_store.rest._app", "pdpp_store.rest._errors")
     assert not _own("pdpp_store.rest._app", "pdpp_store._store")
     assert not _own("pdpp_store.cli", "pdpp_store._store")
+
+
+# ---------------------------------------------------------------- _ops builds no SQL
+
+SQL_MATERIAL = (
+    "sqlalchemy",
+    "pdpp_store._sql.tables",
+    "pdpp_store._sql.visibility",
+    *(f"pdpp_store._sql.requests.{name}" for name in ("Execute", "DriverSQL", "Builder")),
+    *(
+        f"pdpp_store._sql.dialects.{name}"
+        for name in (
+            "IdList",
+            "bound_rows",
+            "greatest",
+            "id_set",
+            "insert_ignoring",
+            "key_text",
+            "least",
+            "strpos",
+        )
+    ),
+)
+"""What a statement is made of: SQLAlchemy (every construct, clause and function), the tables
+(whose columns make conditions), the grant's condition, the per-dialect constructs, and the
+`Execute` that pairs a statement with its parameters. An operation that imports none of these
+and calls no `Execute` can only yield what an `_sql` builder returned."""
+
+STATEMENT_WRAPPERS = ("Execute", "DriverSQL")
+
+
+def _sql_built_in(paths: list[Path]) -> list[str]:
+    """Where a module of `paths` takes SQL material (`SQL_MATERIAL`), or makes an `Execute` or
+    a `DriverSQL` by any spelling (a name, or an attribute of a module imported whole)."""
+    found = _offenders(paths, SQL_MATERIAL)
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if name in STATEMENT_WRAPPERS:
+                    found.append(f"{_module_name(path)} calls {name}")
+    return found
+
+
+def test_operations_build_no_sql() -> None:
+    """`_ops` yields what `_sql` builders return: the rule is on imports (exact, whatever the
+    spelling of the call), not on the text of `select(` or `insert(` calls, which an alias
+    hides and an unrelated name can match."""
+    assert _sql_built_in(_modules("_ops")) == []
+
+
+def test_a_statement_built_in_an_operation_fails_the_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule bites: synthetic `_ops` modules that build SQL, each in another spelling, are
+    all reported, and one that only calls builders is not."""
+    ops = tmp_path / "pdpp_store" / "_ops"
+    ops.mkdir(parents=True)
+    violations = {
+        "selects": "from sqlalchemy import select\n",
+        "lazily": "def plan() -> None:\n    from sqlalchemy.sql import text\n",
+        "aliased": "import sqlalchemy as sa\n",
+        "tables": "from .._sql.tables import records\n",
+        "visibility": "from pdpp_store._sql.visibility import visible_records\n",
+        "dialects": "from pdpp_store._sql.dialects import strpos\n",
+        "wraps": "from pdpp_store._sql.requests import Execute\n",
+        "wraps_whole": (
+            "from pdpp_store._sql import requests\n\n"
+            "def plan() -> object:\n    return requests.Execute(None)\n"
+        ),
+    }
+    clean = (
+        "from pdpp_store._sql import writes as write_sql\n"
+        "from pdpp_store._sql.dialects import MAX_SQL_INT\n"
+        "from pdpp_store._sql.requests import COMMIT, Op\n"
+    )
+    for name, source in {**violations, "clean": clean}.items():
+        (ops / f"{name}.py").write_text(source, encoding="utf-8")
+    monkeypatch.setitem(globals(), "PACKAGE", tmp_path / "pdpp_store")
+    offenders = _sql_built_in(_modules("_ops"))
+    for name in violations:
+        assert any(line.startswith(f"pdpp_store._ops.{name} ") for line in offenders), name
+    assert not any(line.startswith("pdpp_store._ops.clean ") for line in offenders)

@@ -18,7 +18,9 @@ from sqlalchemy.sql.elements import ClauseElement
 
 from pdpp_store import CursorCodec, CursorKey, FieldInfo, FieldKind, Grant, NotFound, RecordRef
 from pdpp_store._ops.reads import ReadContext, describe_field
-from pdpp_store._sql import statements as sql
+from pdpp_store._sql import match as match_sql
+from pdpp_store._sql import reads as read_sql
+from pdpp_store._sql import visibility as visibility_sql
 from pdpp_store._sql.dialects import POSTGRESQL, SQLITE, Capabilities
 from pdpp_store._sql.requests import Execute, Rows
 
@@ -90,7 +92,7 @@ def _compiled(request: Execute, caps: Capabilities) -> str:
 @pytest.mark.parametrize("needle_chars", [8, 200])
 def test_match_windows_are_spelled_by_capability(needle_chars: int) -> None:
     stream_grant = GRANT.stream("emails")
-    request = sql.match_window(
+    request = match_sql.match_window(
         RecordRef("cin_a", "emails", "e1"),
         "body",
         stream_grant,
@@ -116,15 +118,18 @@ def test_a_grants_parameters_are_the_callers_own() -> None:
     stream_grant = Grant.from_dict(
         {"grant_id": "g", "streams": [{"name": "emails", "instance_ids": ["cin_a"]}]}
     ).stream("emails")
-    first = sql.grant_params(stream_grant)
+    first = visibility_sql.grant_params(stream_grant)
     first["g_stream"] = "chats"
-    window = sql.field_window(
+    window = read_sql.field_window(
         RecordRef("cin_a", "emails", "e1"), "body", stream_grant, start=0, limit=5
     )
-    assert sql.grant_params(stream_grant) == {"g_stream": "emails", "g_instances": ["cin_a"]}
+    assert visibility_sql.grant_params(stream_grant) == {
+        "g_stream": "emails",
+        "g_instances": ["cin_a"],
+    }
     assert isinstance(window.params, dict)
     assert window.params["g_stream"] == "emails"
-    assert sql.grant_params(stream_grant, "g0") == {
+    assert visibility_sql.grant_params(stream_grant, "g0") == {
         "g0_stream": "emails",
         "g0_instances": ["cin_a"],
     }

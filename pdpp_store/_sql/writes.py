@@ -1,0 +1,369 @@
+"""The statements of the write operations (`_ops.writes`): the catalogue (manifests, streams,
+connections), records and their fields and chunks, soft deletes, cursor keys, and the planner
+statistics the store keeps current on Postgres.
+
+The search index's share of a write is `index`'s, and a blob's rows `blobs`'.
+
+Rules:
+1. Writes take their values as bound parameters; the few statements built per call bind the
+   call's values themselves (a lookup of one batch's keys), the rest are built once.
+2. A batch looks its records up by key and locks them (`existing_records`) before it computes
+   their change, so two concurrent upserts of one record cannot both start from one version.
+3. Field and chunk rows go in as positional tuples through the driver's own executemany
+   (`requests.DriverSQL`, `insert_fields`, `insert_chunks`), the cost that dominates ingestion.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache, partial
+from typing import Any
+
+from sqlalchemy import bindparam, delete, func, insert, select, text, update
+from sqlalchemy.sql.base import Executable
+
+from pdpp_store._core.manifest import Manifest
+
+from .dialects import Capabilities, insert_ignoring
+from .requests import DriverSQL, Execute, Rows
+from .tables import connections, cursor_keys, field_chunks, fields, manifests, records, streams
+
+__all__ = [
+    "CHUNK_COLUMNS",
+    "FIELD_COLUMNS",
+    "RECORD_TABLES",
+    "StoredRecord",
+    "analyze",
+    "cursor_key_ages",
+    "cursor_key_list",
+    "cursor_keys_newest_first",
+    "delete_cursor_keys",
+    "delete_fields",
+    "existing_fields",
+    "existing_records",
+    "insert_chunks",
+    "insert_connection",
+    "insert_cursor_key",
+    "insert_fields",
+    "insert_first_cursor_key",
+    "insert_records",
+    "live_record_version",
+    "manifest_document",
+    "manifest_registered",
+    "mark_deleted",
+    "newest_cursor_key",
+    "newest_key_id",
+    "record_version",
+    "replace_manifest",
+    "stale_table_names",
+    "stale_tables",
+    "stored_fields",
+    "stored_manifest",
+    "stored_records",
+    "update_records",
+]
+
+
+# ---------------------------------------------------------------- catalogue
+
+
+def stored_manifest(connector_id: str) -> Execute:
+    """The manifest document a connector registered last (decoded by `manifest_document`)."""
+    return Execute(select(manifests.c.document).where(manifests.c.connector_id == connector_id))
+
+
+def manifest_document(rows: Rows) -> str | None:
+    return str(rows[0]["document"]) if rows else None
+
+
+def replace_manifest(manifest: Manifest, now: datetime) -> tuple[Execute, ...]:
+    """The connector's manifest and its streams, in place of those it had."""
+    connector = manifest.connector_id
+    return (
+        Execute(delete(streams).where(streams.c.connector_id == connector)),
+        Execute(delete(manifests).where(manifests.c.connector_id == connector)),
+        Execute(
+            insert(manifests),
+            {"connector_id": connector, "document": manifest.document, "registered_at": now},
+        ),
+        Execute(
+            insert(streams),
+            [
+                {
+                    "connector_id": connector,
+                    "stream": spec.name,
+                    "primary_key": json.dumps(list(spec.primary_key)),
+                    "consent_time_field": spec.consent_time_field,
+                    "hints": spec.hints_json(),
+                }
+                for spec in manifest.streams
+            ],
+        ),
+    )
+
+
+def manifest_registered(connector_id: str) -> Execute:
+    """A row if the connector has a registered manifest."""
+    return Execute(select(manifests.c.connector_id).where(manifests.c.connector_id == connector_id))
+
+
+def insert_connection(connection_id: str, connector_id: str, now: datetime) -> Execute:
+    return Execute(
+        insert(connections),
+        {"connection_id": connection_id, "connector_id": connector_id, "created_at": now},
+    )
+
+
+# ---------------------------------------------------------------- records
+
+
+# The record tables whose statistics the store keeps current on Postgres (see `stale_tables`).
+RECORD_TABLES = ("records", "fields", "field_chunks")
+
+
+def stale_tables(pending: Mapping[str, int]) -> Execute:
+    """The record tables whose planner statistics lag behind their contents (Postgres).
+
+    Batch writes look records up by key; a planner without statistics takes the
+    `(connection_id, stream)` prefix of the key for one row and filters the rest, which scans a
+    whole stream per batch and makes ingestion quadratic. Autovacuum keeps statistics current
+    where it runs; where it is off (or has not come round yet) the store does the same itself,
+    with autovacuum's own rule: analyse once the rows changed since the last analysis exceed
+    50 + 10 % of the table. Where the planner needs no statistics for keyed lookups (SQLite,
+    `Capabilities.plans_by_statistics`) nothing is sent and the reply is None. `pending` counts
+    rows the caller wrote that the database's counts may not show yet. Decoded by
+    `stale_table_names`."""
+    params = {f"n_{name}": pending.get(name, 0) for name in RECORD_TABLES}
+    return Execute(_stale_tables(), params, when=_plans_by_statistics)
+
+
+def _plans_by_statistics(caps: Capabilities) -> bool:
+    return caps.plans_by_statistics
+
+
+@cache
+def _stale_tables() -> Executable:
+    return text(
+        "SELECT s.relname AS relname"
+        " FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid"
+        " WHERE s.schemaname = current_schema()"
+        " AND s.relname IN ('records', 'fields', 'field_chunks')"
+        " AND s.n_mod_since_analyze + CASE s.relname WHEN 'records' THEN :n_records"
+        " WHEN 'fields' THEN :n_fields ELSE :n_field_chunks END"
+        " > 50 + 0.1 * greatest(c.reltuples, 0)"
+    )
+
+
+def stale_table_names(rows: Rows) -> list[str]:
+    return [str(row["relname"]) for row in rows]
+
+
+def analyze(tables: list[str]) -> Execute:
+    """`ANALYZE` of the named record tables (names from `RECORD_TABLES` only)."""
+    names = [name for name in RECORD_TABLES if name in tables]
+    return Execute(text(f"ANALYZE {', '.join(names)}"))
+
+
+def existing_records(connection_id: str, stream: str, record_ids: list[str]) -> Execute:
+    """The records a write is about to change, locked until it commits (Postgres `FOR UPDATE`;
+    SQLite's `BEGIN IMMEDIATE` already serialises writers), so two concurrent upserts of one
+    record cannot both compute their change from the same old version."""
+    return Execute(
+        select(records.c.record_id, records.c.version, records.c.digest, records.c.deleted)
+        .where(
+            records.c.connection_id == connection_id,
+            records.c.stream == stream,
+            records.c.record_id.in_(record_ids),
+        )
+        .order_by(records.c.record_id)
+        .with_for_update()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    version: int
+    digest: str
+    deleted: bool
+
+
+def stored_records(rows: Rows) -> dict[str, StoredRecord]:
+    """`existing_records`' answer by record id."""
+    return {
+        row["record_id"]: StoredRecord(int(row["version"]), row["digest"], bool(row["deleted"]))
+        for row in rows
+    }
+
+
+def existing_fields(connection_id: str, stream: str, record_ids: list[str]) -> Execute:
+    return Execute(
+        select(fields.c.record_id, fields.c.path, fields.c.kind, fields.c.digest).where(
+            fields.c.connection_id == connection_id,
+            fields.c.stream == stream,
+            fields.c.record_id.in_(record_ids),
+        )
+    )
+
+
+def stored_fields(rows: Rows) -> dict[str, dict[str, tuple[str, str]]]:
+    """`existing_fields`' answer: per record id, per path, the stored (kind, digest)."""
+    found: dict[str, dict[str, tuple[str, str]]] = {}
+    for row in rows:
+        found.setdefault(row["record_id"], {})[row["path"]] = (row["kind"], row["digest"])
+    return found
+
+
+def insert_records(rows: Sequence[Mapping[str, Any]]) -> Execute:
+    """New `records` rows (dicts by column name)."""
+    return Execute(insert(records), rows)
+
+
+def update_records(rows: Sequence[Mapping[str, Any]]) -> Execute:
+    """A changed record's new version, digest, deletion flag and time, per row (keyed by
+    `k_connection_id`, `k_stream`, `k_record_id`)."""
+    return Execute(_update_record(), rows)
+
+
+def _update_record() -> Executable:
+    return (
+        update(records)
+        .where(
+            records.c.connection_id == bindparam("k_connection_id"),
+            records.c.stream == bindparam("k_stream"),
+            records.c.record_id == bindparam("k_record_id"),
+        )
+        .values(
+            version=bindparam("version"),
+            digest=bindparam("digest"),
+            deleted=bindparam("deleted"),
+            updated_at=bindparam("updated_at"),
+        )
+    )
+
+
+FIELD_COLUMNS = tuple(column.name for column in fields.columns)
+CHUNK_COLUMNS = tuple(column.name for column in field_chunks.columns)
+"""The column order of the rows `insert_fields` and `insert_chunks` take (tuples)."""
+
+
+def insert_fields(rows: Sequence[Sequence[Any]]) -> Execute:
+    """Rows of `fields`, as tuples in `FIELD_COLUMNS` order (a `DriverSQL` executemany)."""
+    return Execute(_insert_fields, rows=rows)
+
+
+def insert_chunks(rows: Sequence[Sequence[Any]]) -> Execute:
+    """Rows of `field_chunks`, as tuples in `CHUNK_COLUMNS` order."""
+    return Execute(_insert_chunks, rows=rows)
+
+
+def _insert_fields(caps: Capabilities) -> DriverSQL:
+    return _insert_rows("fields", FIELD_COLUMNS, caps)
+
+
+def _insert_chunks(caps: Capabilities) -> DriverSQL:
+    return _insert_rows("field_chunks", CHUNK_COLUMNS, caps)
+
+
+@cache
+def _insert_rows(table_name: str, columns: tuple[str, ...], caps: Capabilities) -> DriverSQL:
+    markers = ", ".join(caps.positional_marker for _ in columns)
+    return DriverSQL(f"INSERT INTO {table_name} ({', '.join(columns)}) VALUES ({markers})")
+
+
+def delete_fields(rows: Sequence[Mapping[str, Any]]) -> tuple[Execute, Execute]:
+    """The chunks, then the fields, of one record's listed paths per row (keyed by
+    `k_connection_id`, `k_stream`, `k_record_id`, `k_path`)."""
+    return Execute(_delete_fields(field_chunks), rows), Execute(_delete_fields(fields), rows)
+
+
+def _delete_fields(table: Any) -> Executable:
+    return delete(table).where(
+        table.c.connection_id == bindparam("k_connection_id"),
+        table.c.stream == bindparam("k_stream"),
+        table.c.record_id == bindparam("k_record_id"),
+        table.c.path == bindparam("k_path"),
+    )
+
+
+def live_record_version(connection_id: str, stream: str, record_id: str) -> Execute:
+    """The version of a record that is not deleted, locked until the write commits (decoded by
+    `record_version`)."""
+    return Execute(
+        select(records.c.version)
+        .where(
+            records.c.connection_id == connection_id,
+            records.c.stream == stream,
+            records.c.record_id == record_id,
+            records.c.deleted == False,  # noqa: E712 - SQL comparison
+        )
+        .with_for_update()
+    )
+
+
+def record_version(rows: Rows) -> int | None:
+    return int(rows[0]["version"]) if rows else None
+
+
+def mark_deleted(
+    connection_id: str, stream: str, record_id: str, version: int, now: datetime
+) -> Execute:
+    """The record deleted (softly: its fields stay), as version `version`."""
+    return Execute(
+        update(records)
+        .where(
+            records.c.connection_id == connection_id,
+            records.c.stream == stream,
+            records.c.record_id == record_id,
+        )
+        .values(deleted=True, version=version, updated_at=now)
+    )
+
+
+# ---------------------------------------------------------------- cursor keys
+
+
+def cursor_keys_newest_first() -> Execute:
+    """Every stored cursor key, newest first (decoded by `cursor_key_list`)."""
+    return Execute(
+        select(cursor_keys.c.key_id, cursor_keys.c.secret).order_by(cursor_keys.c.key_id.desc())
+    )
+
+
+def cursor_key_list(rows: Rows) -> list[tuple[int, bytes]]:
+    return [(int(row["key_id"]), bytes(row["secret"])) for row in rows]
+
+
+def insert_first_cursor_key(secret: bytes, now: datetime) -> Execute:
+    """Key 1, unless there is one (stores opening one fresh database at once all insert it)."""
+    return Execute(
+        partial(insert_ignoring, cursor_keys),
+        {"key_id": 1, "secret": secret, "created_at": now},
+    )
+
+
+def newest_cursor_key() -> Execute:
+    """The highest key id, NULL when there is none (decoded by `newest_key_id`)."""
+    return Execute(select(func.max(cursor_keys.c.key_id).label("newest")))
+
+
+def newest_key_id(rows: Rows) -> int:
+    """`newest_cursor_key`'s answer, 0 when there is no key."""
+    return int((rows[0]["newest"] if rows else None) or 0)
+
+
+def insert_cursor_key(key_id: int, secret: bytes, now: datetime) -> Execute:
+    return Execute(insert(cursor_keys), {"key_id": key_id, "secret": secret, "created_at": now})
+
+
+def cursor_key_ages() -> Execute:
+    """Every key's id and creation time, newest first."""
+    return Execute(
+        select(cursor_keys.c.key_id, cursor_keys.c.created_at).order_by(cursor_keys.c.key_id.desc())
+    )
+
+
+def delete_cursor_keys(key_ids: Sequence[int]) -> Execute:
+    return Execute(delete(cursor_keys).where(cursor_keys.c.key_id.in_(key_ids)))
