@@ -48,9 +48,9 @@ from pdpp_store import (
     UnscopedRecordRef,
 )
 
+from ._conditionals import etag, if_match_fails, none_match, parse_range, range_applies
 from ._deps import GrantDep, StoreDep, current_grant
 from ._errors import PreconditionFailed, RangeNotSatisfiable
-from ._http import etag, if_match_fails, none_match, parse_range, range_applies
 from ._params import Param, Params
 from ._schemas import card_schema, error_responses, field_window_schema, json_response
 
