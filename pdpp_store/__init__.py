@@ -1,8 +1,9 @@
 """pdpp_store: grant-enforced, bounded reads of personal-data records of any size.
 
 The public surface; everything else lives in private modules. The evidence cards every
-operation returns are also in `pdpp_store.evidence` (with their JSON Schemas). A test pins
-`__all__`. See README.md and docs/.
+operation returns are also in `pdpp_store.evidence` (with their JSON Schemas). `CATALOGUE` is
+the store's operations as data (name, read or write, arguments, cards), which the surfaces
+derive from and are tested against. A test pins `__all__`. See README.md and docs/.
 """
 
 from ._core.cursor import CursorCodec, CursorKey
@@ -27,6 +28,7 @@ from ._core.identity import (
 )
 from ._core.selector import SELECTOR_ARGS, SelectorArg, SelectorArgs
 from ._core.tokens import load_tokens, tokens_from_dict
+from ._ops.catalogue import CATALOGUE
 from ._store import AsyncStore, Store
 from .evidence import (
     BlobInfo,
@@ -46,6 +48,7 @@ from .evidence import (
 )
 
 __all__ = [
+    "CATALOGUE",
     "SELECTOR_ARGS",
     "AsyncStore",
     "BadRequest",

@@ -15,7 +15,7 @@
     pdpp-store [--db URL] blob put FILE --mime-type TYPE      Store.put_blob
     pdpp-store [--db URL] search Q --grant FILE               Store.search
     pdpp-store [--db URL] grant describe --grant FILE         Store.describe_grant
-    pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.rest.run
+    pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.serve.run
     pdpp-store [--db URL] mcp --grant FILE                    pdpp_store.mcp.serve_stdio
     pdpp-store [--db URL] migrate                             Store.open(url, migrate=True)
     pdpp-store demo [--db URL | --dir DIR]                    demo.run_demo
@@ -631,7 +631,7 @@ def serve(ctx: click.Context, tokens_path: Path, host: str, port: int, workers: 
     """Serve the store over HTTP: the REST routes under /v1 and MCP at /mcp (needs the
     `server` extra: pip install 'pdpp-store[server]'). Stops on Ctrl-C."""
     try:
-        from .rest import run
+        from .serve import run
     except ImportError as error:
         raise click.UsageError(
             f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"

@@ -2,7 +2,7 @@
 
     server = create_server(async_store, grant)          # a `mcp.server.Server`
     await serve_stdio(async_store, grant)               # what `pdpp-store mcp --grant FILE` runs
-    app = http_app(async_store, {"token": grant})       # ASGI; the REST server mounts it at /mcp
+    app = http_app(async_store, {"token": grant})       # ASGI; `pdpp_store.serve` mounts it at /mcp
 
 Tools: `search`, `fetch`, `read_record_field`, `schema` (read-only, idempotent). Resource
 templates: `pdpp://record/{handle}`, `pdpp://field-window/{handle}`, `pdpp://blob/{handle}`
@@ -13,7 +13,8 @@ Rules:
    server is made. `as_tool_call` (how a continuation is called here) is SDK-free, so the CLI
    renders the same text as `content[]`.
 2. A surface: it imports only `pdpp_store`'s and `pdpp_store.evidence`'s public names, and
-   `pdpp_store.rest`'s for the one HTTP 401 both servers answer with.
+   `pdpp_store.http`'s for the bearer tokens and the one HTTP 401 both servers answer with;
+   never another surface (`pdpp_store.rest`, `pdpp_store.serve`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def http_app(
     store: AsyncStore, tokens: Mapping[str, Grant], *, resource_path: str = "/mcp"
 ) -> Starlette:
     """The Streamable HTTP app: each request's bearer token names its grant; a refusal is the
-    REST server's 401, naming the metadata of the resource at `resource_path`."""
+    HTTP door's 401 (`pdpp_store.http`), naming the metadata of the resource at `resource_path`."""
     from ._http import http_app as build
 
     return build(store, tokens, resource_path=resource_path)

@@ -21,6 +21,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from pdpp_store import (
+    SELECTOR_ARGS,
     AsyncStore,
     BadRequest,
     FieldWindow,
@@ -31,6 +32,7 @@ from pdpp_store import (
 )
 
 from . import _render as render
+from ._inputs import TOOL_INPUTS
 from ._tools import RESOURCE_TEMPLATES, TOOLS
 
 __all__ = ["GrantSource", "create_server"]
@@ -45,7 +47,9 @@ FIELD_WINDOW_PREFIX = "pdpp://field-window/"
 RECORD_PREFIX = "pdpp://record/"
 BLOB_PREFIX = "pdpp://blob/"
 _IDENTITY = ("connection_id", "stream", "record_id")
-_SELECTOR = ("cursor", "offset_chars", "limit_chars", "q", "before_chars", "after_chars")
+_ACCEPTED = {tool: tuple(schema["properties"]) for tool, schema in TOOL_INPUTS.items()}
+"""Each tool's argument names, in its input schema's order (the order a refusal lists them)."""
+_SELECTOR = tuple(name for name in _ACCEPTED["read_record_field"] if name in SELECTOR_ARGS)
 
 Handler = Callable[[AsyncStore, Grant, Mapping[str, Any]], Awaitable[types.CallToolResult]]
 
@@ -79,7 +83,7 @@ def _string(args: Mapping[str, Any], name: str) -> str:
 async def read_record_field(
     store: AsyncStore, grant: Grant, raw: Mapping[str, Any]
 ) -> types.CallToolResult:
-    args = _arguments(raw, ("id", *_IDENTITY, "field_path", *_SELECTOR))
+    args = _arguments(raw, _ACCEPTED["read_record_field"])
     selector = {name: args[name] for name in _SELECTOR if name in args}
     record: RecordRef | str
     field = args.get("field_path")
@@ -122,7 +126,7 @@ def _beside_uri(named: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
 
 
 async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
-    args = _arguments(raw, ("id", "connection_id", "after_field"))
+    args = _arguments(raw, _ACCEPTED["fetch"])
     target = _string(args, "id")
     if target.startswith(BLOB_PREFIX):
         return render.blob_result(await store.blob_info(grant, target.removeprefix(BLOB_PREFIX)))
@@ -137,15 +141,13 @@ async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> type
 
 
 async def search(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
-    args = _arguments(raw, ("q", "streams", "connection_id", "limit", "cursor"))
-    query = {
-        name: args[name] for name in ("streams", "connection_id", "limit", "cursor") if name in args
-    }
+    args = _arguments(raw, _ACCEPTED["search"])
+    query = {name: value for name, value in args.items() if name != "q"}
     return render.search_result(await store.search(grant, _string(args, "q"), **query))
 
 
 async def schema(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
-    _arguments(raw, ())
+    _arguments(raw, _ACCEPTED["schema"])
     return render.schema_result(await store.describe_grant(grant))
 
 

@@ -5,6 +5,7 @@ Rules:
    content-ladder contract (seed 000). Its input schema's root is a plain object: the identity
    rule (`id`, or `connection_id` + `stream` + `record_id`) and the selector rules are enforced
    by the server with typed errors, because hosts drop a tool whose root schema is a `oneOf`.
+   Every input schema is derived from the operation catalogue (`_inputs`).
 2. Every tool is read-only and idempotent (annotations), and no tool has an open world.
 3. Descriptions tell an agent the ladder (search, evidence, window, continuation) in a few lines;
    the whole `tools/list` answer stays under `TOOLS_LIST_BUDGET_BYTES`.
@@ -15,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import mcp_types as types
+
+from ._inputs import TOOL_INPUTS
 
 __all__ = [
     "READ_RECORD_FIELD_INPUT",
@@ -29,37 +32,7 @@ TOOLS_LIST_BUDGET_BYTES = 24_576
 _STRING = {"type": "string"}
 _NULLABLE_STRING = {"type": ["string", "null"]}
 
-READ_RECORD_FIELD_INPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "id": {
-            "type": "string",
-            "description": "Record id 'connection/stream:record_id' (as search and fetch show "
-            "it), or a pdpp://record/ or pdpp://field-window/ URI. Or give connection_id, "
-            "stream and record_id instead.",
-        },
-        "connection_id": {"type": "string"},
-        "stream": {"type": "string"},
-        "record_id": {"type": "string"},
-        "field_path": {"type": "string", "description": "Top-level field name, literally."},
-        "cursor": {
-            "type": "string",
-            "description": "next_cursor or previous_cursor of an earlier window. Alone, or "
-            "with limit_chars.",
-        },
-        "offset_chars": {"type": "integer", "minimum": 0},
-        "limit_chars": {"type": "integer", "minimum": 1, "maximum": 16384},
-        "q": {
-            "type": "string",
-            "description": "Window around the first case-insensitive match of q. Not with "
-            "offset_chars or cursor.",
-        },
-        "before_chars": {"type": "integer", "minimum": 0, "maximum": 8192},
-        "after_chars": {"type": "integer", "minimum": 0, "maximum": 8192},
-    },
-    "required": ["field_path"],
-    "additionalProperties": False,
-}
+READ_RECORD_FIELD_INPUT = TOOL_INPUTS["read_record_field"]
 
 READ_RECORD_FIELD_OUTPUT: dict[str, Any] = {
     "type": "object",
@@ -124,43 +97,6 @@ READ_RECORD_FIELD_OUTPUT: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-SEARCH_INPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "q": {
-            "type": "string",
-            "description": 'Terms, all required, case-insensitive; "a quoted phrase" is one term.',
-        },
-        "streams": {"type": "array", "items": _STRING, "description": "Only these streams."},
-        "connection_id": {"type": "string", "description": "Only this connection."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 50},
-        "cursor": {"type": "string", "description": "next_cursor of the previous page."},
-    },
-    "required": ["q"],
-    "additionalProperties": False,
-}
-
-FETCH_INPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "id": {
-            "type": "string",
-            "description": "Record id 'connection/stream:record_id', or a pdpp://record/, "
-            "pdpp://field-window/ or pdpp://blob/ URI.",
-        },
-        "connection_id": {"type": "string"},
-        "after_field": {
-            "type": "string",
-            "description": "For a wide or long record: show the fields after this one "
-            "(see 'next').",
-        },
-    },
-    "required": ["id"],
-    "additionalProperties": False,
-}
-
-SCHEMA_INPUT: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
-
 _LADDER = (
     "Every answer starts with a one-line JSON header; 'next'/'read' give the exact tool call "
     "that continues (tool and arguments): make it to read more."
@@ -178,7 +114,7 @@ TOOLS: list[types.Tool] = [
         "shows proven evidence: the matched field, the match's offsets, a short preview, and the "
         "read_record_field call that reads around it. A hit marked metadata_only has no proven "
         "text match. " + _LADDER,
-        input_schema=SEARCH_INPUT,
+        input_schema=TOOL_INPUTS["search"],
         annotations=_ANNOTATIONS,
     ),
     types.Tool(
@@ -187,7 +123,7 @@ TOOLS: list[types.Tool] = [
         description="One record by id: its granted fields, short ones whole, long text as a "
         "preview with the read_record_field call that continues it, binary fields as metadata "
         "only. Also accepts pdpp://record/, pdpp://field-window/ and pdpp://blob/ URIs. " + _LADDER,
-        input_schema=FETCH_INPUT,
+        input_schema=TOOL_INPUTS["fetch"],
         annotations=_ANNOTATIONS,
     ),
     types.Tool(
@@ -198,7 +134,7 @@ TOOLS: list[types.Tool] = [
         "The text follows the header line verbatim; header.next and header.previous are the "
         "calls for the adjacent windows (null at the ends). Offsets count Unicode code points. "
         "Binary fields are refused with their metadata.",
-        input_schema=READ_RECORD_FIELD_INPUT,
+        input_schema=TOOL_INPUTS["read_record_field"],
         output_schema=READ_RECORD_FIELD_OUTPUT,
         annotations=_ANNOTATIONS,
     ),
@@ -207,7 +143,7 @@ TOOLS: list[types.Tool] = [
         title="What the grant covers",
         description="The granted streams and fields: type, whether text or binary, and which "
         "fields search looks at.",
-        input_schema=SCHEMA_INPUT,
+        input_schema=TOOL_INPUTS["schema"],
         annotations=_ANNOTATIONS,
     ),
 ]

@@ -7,8 +7,9 @@ Rules:
 1. A continuation names a library operation and its arguments (`pdpp_store.evidence`); the tool
    that performs it is fixed here, once: `read_field_window` is `read_record_field`,
    `read_record` and `blob_info` are `fetch`, `search` is `search`.
-2. Argument names follow the tool's input schema (`record` is `id`, `field` is `field_path`);
-   a blob is fetched by its `pdpp://blob/` URI.
+2. Argument names follow the tool's input schema (`record` is `id`, `field` is `field_path`;
+   `_inputs` derives the schemas from the catalogue); a blob is fetched by its `pdpp://blob/`
+   URI.
 3. A continuation the tools cannot express gives `None`, never a call that would fail.
 """
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from ._inputs import TOOL_INPUTS
 
 __all__ = ["READ_FIELD_ARGUMENTS", "TOOL_OF_OPERATION", "as_tool_call"]
 
@@ -26,26 +29,8 @@ TOOL_OF_OPERATION = {
     "search": "search",
 }
 _RENAMED = {"record": "id", "field": "field_path"}
-READ_FIELD_ARGUMENTS = frozenset(
-    {
-        "id",
-        "connection_id",
-        "stream",
-        "record_id",
-        "field_path",
-        "cursor",
-        "offset_chars",
-        "limit_chars",
-        "q",
-        "before_chars",
-        "after_chars",
-    }
-)
-_ACCEPTED = {
-    "read_record_field": READ_FIELD_ARGUMENTS,
-    "fetch": frozenset({"id", "connection_id", "after_field"}),
-    "search": frozenset({"q", "streams", "connection_id", "limit", "cursor"}),
-}
+_ACCEPTED = {tool: frozenset(schema["properties"]) for tool, schema in TOOL_INPUTS.items()}
+READ_FIELD_ARGUMENTS = _ACCEPTED["read_record_field"]
 
 
 def as_tool_call(continuation: Mapping[str, Any]) -> dict[str, Any] | None:

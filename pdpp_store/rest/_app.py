@@ -1,8 +1,9 @@
 """`create_app(store, tokens)`: the FastAPI application over one `AsyncStore` (§10).
 
-Owns: authentication (bearer token -> grant, per request), the refusal of unknown query
-parameters, the RFC 9728 protected-resource metadata, the OpenAPI document, and the assembly of
-routes (`_routes`), error handlers (`_errors`) and the MCP mount.
+Owns: the application's state (the store, and bearer token -> grant through
+`pdpp_store.http.Tokens`), the RFC 9728 protected-resource metadata routes, the OpenAPI
+document, and the assembly of the module-level `/v1` router (`_routes`, whose dependencies are
+`_deps`'s), the error handlers (`_errors`) and the mount of an MCP app given to it.
 
 Rules:
 1. Every `/v1` route first resolves the request's grant from `Authorization: Bearer <token>`;
@@ -16,45 +17,60 @@ Rules:
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPAuthorizationCredentials
 from starlette.routing import Route
 
 from pdpp_store import AsyncStore, Grant
-
-from ._auth import Tokens
-from ._errors import (
+from pdpp_store.http import (
     METADATA_PATH,
     RequestIdMiddleware,
-    install_error_handlers,
+    Tokens,
     protected_resource_metadata,
 )
+
+from ._deps import GrantOf
+from ._errors import install_error_handlers
 from ._params import Params
-from ._routes import add_routes
+from ._routes import router as v1
 
 __all__ = ["create_app"]
 
 _NO_PARAMS = Params()
 
-_bearer = HTTPBearer(
-    auto_error=False,
-    scheme_name="bearer",
-    description="A token of the server's tokens file; it carries one PDPP grant.",
-)
 
-
-def _grant_resolver(tokens: Mapping[str, Grant]) -> Callable[..., Any]:
+def _grant_resolver(tokens: Mapping[str, Grant]) -> GrantOf:
+    """The grant of a request's bearer credentials under `tokens` (`app.state.grant_of`)."""
     known = Tokens(tokens)
 
-    async def current_grant(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> Grant:
+    def grant_of(credentials: HTTPAuthorizationCredentials | None) -> Grant:
         return known.grant_of(None if credentials is None else credentials.credentials)
 
-    return current_grant
+    return grant_of
+
+
+async def protected_resource(request: Request) -> dict[str, Any]:
+    _NO_PARAMS.parse(request)
+    return protected_resource_metadata(request, "")
+
+
+async def protected_mcp_resource(request: Request) -> dict[str, Any]:
+    _NO_PARAMS.parse(request)
+    return protected_resource_metadata(request, "/mcp")
+
+
+_DISCOVERY = (
+    (METADATA_PATH, protected_resource, "OAuth 2.0 protected-resource metadata (RFC 9728)"),
+    (
+        METADATA_PATH + "/mcp",
+        protected_mcp_resource,
+        "OAuth 2.0 protected-resource metadata of the MCP endpoint (RFC 9728)",
+    ),
+)
+"""What a client reads before it holds a token: the RFC 9728 metadata its 401 names."""
 
 
 def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
@@ -127,31 +143,13 @@ def create_app(
         redoc_url=None,
         lifespan=lifespan,
     )
+    app.state.store = store
+    app.state.grant_of = _grant_resolver(tokens)
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)
-
-    current_grant = _grant_resolver(tokens)
-    api = APIRouter(prefix="/v1", dependencies=[Depends(current_grant)])
-    add_routes(api, store, current_grant)
-    app.include_router(api)
-
-    @app.get(
-        METADATA_PATH,
-        tags=["discovery"],
-        summary="OAuth 2.0 protected-resource metadata (RFC 9728)",
-    )
-    async def protected_resource(request: Request) -> dict[str, Any]:
-        _NO_PARAMS.parse(request)
-        return protected_resource_metadata(request, "")
-
-    @app.get(
-        METADATA_PATH + "/mcp",
-        tags=["discovery"],
-        summary="OAuth 2.0 protected-resource metadata of the MCP endpoint (RFC 9728)",
-    )
-    async def protected_mcp_resource(request: Request) -> dict[str, Any]:
-        _NO_PARAMS.parse(request)
-        return protected_resource_metadata(request, "/mcp")
+    app.include_router(v1)
+    for path, endpoint, summary in _DISCOVERY:
+        app.add_api_route(path, endpoint, methods=["GET"], tags=["discovery"], summary=summary)
 
     if mcp_app is not None:
         # `/mcp` itself (where MCP clients post) without a redirect, and any path below it.

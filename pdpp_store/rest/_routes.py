@@ -1,4 +1,6 @@
-"""The `/v1` routes: each calls one library operation and renders its card (§10).
+"""The `/v1` routes, at module level on `router`: each calls one library operation and renders
+its card (§10). The store and the grant are dependencies (`_deps`); `create_app` includes the
+router in each application it makes.
 
     GET /v1/streams/{stream}/records/{record_id}/field-window   read_field_window
     GET /v1/streams/{stream}/records/{record_id}                 read_record
@@ -22,11 +24,13 @@ Rules:
    aborts the response: the connection is closed before the declared `Content-Length`, which
    every HTTP client reports as an incomplete body, never taken for the whole blob
    (docs/decisions.md).
+7. `ROUTE_OPERATIONS` says which catalogued operations each route performs and
+   `ABSENT_OPERATIONS` why the other reads have no route; a test holds both to the catalogue.
 """
 
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -44,19 +48,22 @@ from pdpp_store import (
     UnscopedRecordRef,
 )
 
+from ._conditionals import etag, if_match_fails, none_match, parse_range, range_applies
+from ._deps import GrantDep, StoreDep, current_grant
 from ._errors import PreconditionFailed, RangeNotSatisfiable
-from ._http import etag, if_match_fails, none_match, parse_range, range_applies
 from ._params import Param, Params
 from ._schemas import card_schema, error_responses, field_window_schema, json_response
 
 __all__ = [
+    "ABSENT_OPERATIONS",
     "BLOB_CHUNK_BYTES",
     "BLOB_PARAMS",
     "RECORD_PARAMS",
+    "ROUTE_OPERATIONS",
     "SEARCH_PARAMS",
     "WINDOW_PARAMS",
     "DownloadAborted",
-    "add_routes",
+    "router",
 ]
 
 WINDOW_OPERATION = "read_field_window"
@@ -181,155 +188,186 @@ def _window_links(request: Request, window: FieldWindow, limit: int | None) -> d
     }
 
 
-def add_routes(router: APIRouter, store: AsyncStore, current_grant: Callable[..., Any]) -> None:
-    """Add the `/v1` routes over `store` to `router`."""
-    GrantDep = Annotated[Grant, Depends(current_grant)]
-
-    @router.get(
-        "/streams/{stream}/records/{record_id}/field-window",
-        tags=["records"],
-        summary="A bounded window of one text field",
-        operation_id=WINDOW_OPERATION,
-        response_class=JSONResponse,
-        openapi_extra=WINDOW_PARAMS.openapi(),
-        responses={
-            200: json_response(field_window_schema(), "The field window (§3), with links."),
-            **error_responses(400, 401, 403, 404, 409, 412, 422, 503),
-        },
-    )
-    async def field_window(
-        request: Request, grant: GrantDep, stream: Stream, record_id: RecordId
-    ) -> Response:
-        args = WINDOW_PARAMS.parse(request)
-        window = await store.read_field_window(
-            grant,
-            _record(stream, record_id, args["connection_id"]),
-            args["field"],
-            offset_chars=args["offset_chars"],
-            limit_chars=args["limit_chars"],
-            q=args["q"],
-            before_chars=args["before_chars"],
-            after_chars=args["after_chars"],
-            occurrence=args["occurrence"],
-            cursor=args["cursor"],
+def _unchanged_field(if_match: str | None, window: FieldWindow) -> str:
+    """The window's `ETag`, or 412 if `If-Match` names another digest (rule 4)."""
+    tag = etag(window.field.digest)
+    if if_match_fails(if_match, tag):
+        raise PreconditionFailed(
+            "precondition_failed",
+            "the field has changed since the digest in If-Match: start again",
+            param="If-Match",
+            details={"current_digest": window.field.digest},
         )
-        tag = etag(window.field.digest)
-        if if_match_fails(args["If-Match"], tag):
-            raise PreconditionFailed(
-                "precondition_failed",
-                "the field has changed since the digest in If-Match: start again",
-                param="If-Match",
-                details={"current_digest": window.field.digest},
-            )
-        body = {**window.to_dict(), **_window_links(request, window, args["limit_chars"])}
-        return JSONResponse(body, headers={**PRIVATE, "ETag": tag})
+    return tag
 
-    @router.get(
-        "/streams/{stream}/records/{record_id}",
-        tags=["records"],
-        summary="A record projected under the grant",
-        operation_id="read_record",
-        response_class=JSONResponse,
-        openapi_extra=RECORD_PARAMS.openapi(),
-        responses={
-            200: json_response(card_schema("RecordView"), "The projection (§5)."),
-            **error_responses(400, 401, 403, 404, 409, 503),
-        },
+
+def _blob_headers(info: BlobInfo) -> dict[str, str]:
+    """The headers of every answer about the blob's bytes (200, 206 and 304)."""
+    return {
+        **PRIVATE,
+        "ETag": etag(f"sha256:{info.sha256}"),
+        "Accept-Ranges": "bytes",
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "default-src 'none'; sandbox",
+    }
+
+
+def _byte_range(
+    range_: str | None, if_range: str | None, info: BlobInfo, headers: dict[str, str]
+) -> tuple[int, int]:
+    """The bytes to send, `first`..`last`, with their headers added to `headers` (a range sets
+    `Content-Range`); a range past the end is 416."""
+    tag = headers["ETag"]
+    try:
+        wanted = parse_range(range_, info.size_bytes) if range_applies(if_range, tag) else None
+    except ValueError:
+        raise RangeNotSatisfiable(
+            "range_not_satisfiable",
+            f"the range is outside the blob's {info.size_bytes} bytes",
+            param="Range",
+            details={"size_bytes": info.size_bytes},
+        ) from None
+    first, last = wanted if wanted is not None else (0, info.size_bytes - 1)
+    headers["Content-Type"] = (
+        info.mime_type if _MIME.fullmatch(info.mime_type) else "application/octet-stream"
     )
-    async def record(
-        request: Request, grant: GrantDep, stream: Stream, record_id: RecordId
-    ) -> Response:
-        args = RECORD_PARAMS.parse(request)
-        view = await store.read_record(
-            grant,
-            _record(stream, record_id, args["connection_id"]),
-            after_field=args["after_field"],
-            fields=None if args["fields"] is None else args["fields"].split(","),
-        )
-        return JSONResponse(view.to_dict(), headers={**PRIVATE, "ETag": etag(view.revision)})
+    headers["Content-Length"] = str(last - first + 1)
+    if wanted is not None:
+        headers["Content-Range"] = f"bytes {first}-{last}/{info.size_bytes}"
+    return first, last
 
-    @router.get(
-        "/search",
-        tags=["search"],
-        summary="Records that match, with proven evidence per matched field",
-        operation_id="search",
-        response_class=JSONResponse,
-        openapi_extra=SEARCH_PARAMS.openapi(),
-        responses={
-            200: json_response(card_schema("SearchPage"), "A page of hits (§9)."),
-            **error_responses(400, 401, 403, 404, 503),
-        },
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(current_grant)])
+"""The `/v1` routes; every one first resolves the request's grant (`_deps`, rule 1)."""
+
+ROUTE_OPERATIONS: dict[str, tuple[str, ...]] = {
+    "read_field_window": ("read_field_window",),
+    "read_record": ("read_record",),
+    "search": ("search",),
+    "read_blob": ("blob_info", "read_blob_range"),
+}
+"""The catalogued operations each route calls, by the route's OpenAPI `operation_id`; tests hold
+the served routes to the catalogue with it."""
+
+ABSENT_OPERATIONS: dict[str, str] = {
+    "describe_field": "a field window carries its field's metadata, and a refusal of a field "
+    "that is not text carries it in the error",
+    "read_resource": "pdpp:// URIs are the MCP server's addresses; REST addresses the same "
+    "records and windows by path",
+    "describe_grant": "no route yet: the client holds the grant its token was issued for",
+}
+"""Read operations no route calls, each with the reason."""
+
+
+@router.get(
+    "/streams/{stream}/records/{record_id}/field-window",
+    tags=["records"],
+    summary="A bounded window of one text field",
+    operation_id=WINDOW_OPERATION,
+    response_class=JSONResponse,
+    openapi_extra=WINDOW_PARAMS.openapi(),
+    responses={
+        200: json_response(field_window_schema(), "The field window (§3), with links."),
+        **error_responses(400, 401, 403, 404, 409, 412, 422, 503),
+    },
+)
+async def field_window(
+    request: Request, store: StoreDep, grant: GrantDep, stream: Stream, record_id: RecordId
+) -> Response:
+    args = WINDOW_PARAMS.parse(request)
+    ref = _record(stream, record_id, args["connection_id"])
+    selector = {name: args[name] for name in SELECTOR_ARGS}
+    window = await store.read_field_window(grant, ref, args["field"], **selector)
+    tag = _unchanged_field(args["If-Match"], window)
+    body = {**window.to_dict(), **_window_links(request, window, args["limit_chars"])}
+    return JSONResponse(body, headers={**PRIVATE, "ETag": tag})
+
+
+@router.get(
+    "/streams/{stream}/records/{record_id}",
+    tags=["records"],
+    summary="A record projected under the grant",
+    operation_id="read_record",
+    response_class=JSONResponse,
+    openapi_extra=RECORD_PARAMS.openapi(),
+    responses={
+        200: json_response(card_schema("RecordView"), "The projection (§5)."),
+        **error_responses(400, 401, 403, 404, 409, 503),
+    },
+)
+async def record(
+    request: Request, store: StoreDep, grant: GrantDep, stream: Stream, record_id: RecordId
+) -> Response:
+    args = RECORD_PARAMS.parse(request)
+    view = await store.read_record(
+        grant,
+        _record(stream, record_id, args["connection_id"]),
+        after_field=args["after_field"],
+        fields=None if args["fields"] is None else args["fields"].split(","),
     )
-    async def search(request: Request, grant: GrantDep) -> Response:
-        args = SEARCH_PARAMS.parse(request)
-        streams = args["streams"]
-        names = None if streams is None else [n for value in streams for n in value.split(",")]
-        page = await store.search(
-            grant,
-            args["q"],
-            streams=names,
-            connection_id=args["connection_id"],
-            limit=10 if args["limit"] is None else args["limit"],
-            cursor=args["cursor"],
-        )
-        return JSONResponse(page.to_dict(), headers=PRIVATE)
+    return JSONResponse(view.to_dict(), headers={**PRIVATE, "ETag": etag(view.revision)})
 
-    @router.get(
-        "/blobs/{blob_id}",
-        tags=["blobs"],
-        summary="A blob's bytes, through a record the grant can see",
-        operation_id="read_blob",
-        response_class=Response,
-        openapi_extra=BLOB_PARAMS.openapi(),
-        responses={
-            200: {
-                "description": "The whole blob.",
-                "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
-            },
-            206: {
-                "description": "One byte range (Content-Range).",
-                "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
-            },
-            304: {"description": "Not modified (If-None-Match names the current ETag)."},
-            **error_responses(400, 401, 403, 404, 416, 503),
-        },
+
+@router.get(
+    "/search",
+    tags=["search"],
+    summary="Records that match, with proven evidence per matched field",
+    operation_id="search",
+    response_class=JSONResponse,
+    openapi_extra=SEARCH_PARAMS.openapi(),
+    responses={
+        200: json_response(card_schema("SearchPage"), "A page of hits (§9)."),
+        **error_responses(400, 401, 403, 404, 503),
+    },
+)
+async def search(request: Request, store: StoreDep, grant: GrantDep) -> Response:
+    args = SEARCH_PARAMS.parse(request)
+    streams = args["streams"]
+    names = None if streams is None else [n for value in streams for n in value.split(",")]
+    page = await store.search(
+        grant,
+        args["q"],
+        streams=names,
+        connection_id=args["connection_id"],
+        limit=10 if args["limit"] is None else args["limit"],
+        cursor=args["cursor"],
     )
-    async def blob(
-        request: Request,
-        grant: GrantDep,
-        blob_id: Annotated[str, Path(description="blob_sha256_<hex>.")],
-    ) -> Response:
-        args = BLOB_PARAMS.parse(request)
-        range_, if_none_match, if_range = args["Range"], args["If-None-Match"], args["If-Range"]
-        info = await store.blob_info(grant, blob_id)
-        tag = etag(f"sha256:{info.sha256}")
-        headers = {
-            **PRIVATE,
-            "ETag": tag,
-            "Accept-Ranges": "bytes",
-            "X-Content-Type-Options": "nosniff",
-            "Content-Security-Policy": "default-src 'none'; sandbox",
-        }
-        if none_match(if_none_match, tag):
-            return Response(status_code=304, headers=headers)
-        try:
-            wanted = parse_range(range_, info.size_bytes) if range_applies(if_range, tag) else None
-        except ValueError:
-            raise RangeNotSatisfiable(
-                "range_not_satisfiable",
-                f"the range is outside the blob's {info.size_bytes} bytes",
-                param="Range",
-                details={"size_bytes": info.size_bytes},
-            ) from None
-        first, last = wanted if wanted is not None else (0, info.size_bytes - 1)
-        headers["Content-Type"] = (
-            info.mime_type if _MIME.fullmatch(info.mime_type) else "application/octet-stream"
-        )
-        headers["Content-Length"] = str(last - first + 1)
-        status = 200
-        if wanted is not None:
-            status = 206
-            headers["Content-Range"] = f"bytes {first}-{last}/{info.size_bytes}"
+    return JSONResponse(page.to_dict(), headers=PRIVATE)
 
-        body = blob_body(store, grant, info, first, last)
-        return StreamingResponse(body, status_code=status, headers=headers)
+
+@router.get(
+    "/blobs/{blob_id}",
+    tags=["blobs"],
+    summary="A blob's bytes, through a record the grant can see",
+    operation_id="read_blob",
+    response_class=Response,
+    openapi_extra=BLOB_PARAMS.openapi(),
+    responses={
+        200: {
+            "description": "The whole blob.",
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        },
+        206: {
+            "description": "One byte range (Content-Range).",
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        },
+        304: {"description": "Not modified (If-None-Match names the current ETag)."},
+        **error_responses(400, 401, 403, 404, 416, 503),
+    },
+)
+async def blob(
+    request: Request,
+    store: StoreDep,
+    grant: GrantDep,
+    blob_id: Annotated[str, Path(description="blob_sha256_<hex>.")],
+) -> Response:
+    args = BLOB_PARAMS.parse(request)
+    info = await store.blob_info(grant, blob_id)
+    headers = _blob_headers(info)
+    if none_match(args["If-None-Match"], headers["ETag"]):
+        return Response(status_code=304, headers=headers)
+    first, last = _byte_range(args["Range"], args["If-Range"], info, headers)
+    body = blob_body(store, grant, info, first, last)
+    return StreamingResponse(
+        body, status_code=206 if "Content-Range" in headers else 200, headers=headers
+    )

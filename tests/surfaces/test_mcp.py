@@ -791,12 +791,12 @@ def test_the_mcp_surface_imports_only_public_names() -> None:
                 elif name.startswith("."):
                     ok = not name.startswith("..") and name.lstrip(".").split(".")[0] in own
                 else:
-                    # The public names of the library and of the other HTTP surface (the 401 and
-                    # the token check are `pdpp_store.rest`'s), as tests/unit/test_layers.py says.
+                    # The public names of the library and of the shared HTTP door (the 401 and
+                    # the token check are `pdpp_store.http`'s), as tests/unit/test_layers.py says.
                     ok = not name.startswith("pdpp_store") or name in {
                         "pdpp_store",
                         "pdpp_store.evidence",
-                        "pdpp_store.rest",
+                        "pdpp_store.http",
                     }
                 if not ok:
                     wrong.append(f"{module.name}: {name}")

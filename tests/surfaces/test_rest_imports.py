@@ -1,7 +1,7 @@
 """The REST surface stands on the public API only, and the library stands without it.
 
 - every module of `pdpp_store.rest` imports from `pdpp_store` only its public packages
-  (`pdpp_store`, `pdpp_store.evidence`, `pdpp_store.mcp`) and its own modules;
+  (`pdpp_store`, `pdpp_store.evidence`, `pdpp_store.http`) and its own modules;
 - `import pdpp_store` (and the CLI module) loads neither FastAPI nor uvicorn.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pdpp_store
 
 REST = Path(pdpp_store.__file__).parent / "rest"
-PUBLIC = {"pdpp_store", "pdpp_store.evidence", "pdpp_store.mcp"}
+PUBLIC = {"pdpp_store", "pdpp_store.evidence", "pdpp_store.http"}
 
 
 def _imports(path: Path) -> list[tuple[str, int]]:

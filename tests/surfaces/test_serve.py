@@ -31,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
 
 from pdpp_store import AsyncStore, Store, load_tokens
-from pdpp_store.rest._serve import _Worker
+from pdpp_store.serve import _Worker
 
 CLI = Path(sys.executable).with_name("pdpp-store")
 STARTUP_SECONDS = 30.0
@@ -493,7 +493,7 @@ import json, os, signal, sys, threading, time
 
 import httpx
 
-from pdpp_store.rest import run
+from pdpp_store.serve import run
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ included, since a lazy import is still an import), with relative imports resolve
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -221,3 +222,91 @@ def test_a_statement_built_in_an_operation_fails_the_rule(
     for name in violations:
         assert any(line.startswith(f"pdpp_store._ops.{name} ") for line in offenders), name
     assert not any(line.startswith("pdpp_store._ops.clean ") for line in offenders)
+
+
+# ---------------------------------------------------------------- no surface imports another
+
+SURFACES = (
+    "pdpp_store.cli",
+    "pdpp_store.demo",
+    "pdpp_store.rest",
+    "pdpp_store.mcp",
+    "pdpp_store.http",
+    "pdpp_store.serve",
+)
+"""The surfaces, and the two HTTP modules beside them: `http`, the door REST and MCP share
+(bearer tokens, the 401, error envelopes, request ids), and `serve`, which mounts both."""
+
+SURFACE_EDGES: dict[tuple[str, str], str] = {
+    ("pdpp_store.rest", "pdpp_store.http"): "bearer tokens, the 401, envelopes and request ids",
+    ("pdpp_store.mcp", "pdpp_store.http"): "bearer tokens and the 401 of the Streamable HTTP app",
+    ("pdpp_store.serve", "pdpp_store.rest"): "serves the REST app under uvicorn",
+    ("pdpp_store.serve", "pdpp_store.mcp"): "mounts the MCP app at /mcp of the REST app",
+    ("pdpp_store.cli", "pdpp_store.serve"): "`pdpp-store serve`",
+    ("pdpp_store.cli", "pdpp_store.demo"): "`pdpp-store demo`",
+    ("pdpp_store.cli", "pdpp_store.mcp"): "`pdpp-store mcp` (stdio), and `--format text` renders "
+    "continuations as the MCP server's tool calls (its SDK-free `calls`)",
+}
+"""The only imports from one surface into another, each with its reason: REST and MCP import
+only the shared door, `http` imports no surface, `serve` alone imports both servers, and the
+command line starts what its commands run."""
+
+
+def _surface_of(name: str) -> str | None:
+    return next((s for s in SURFACES if name == s or name.startswith(s + ".")), None)
+
+
+def surface_crossings() -> list[str]:
+    """Every import from one surface into another that `SURFACE_EDGES` does not allow."""
+    found = []
+    for path in _modules(*(surface.removeprefix("pdpp_store.") for surface in SURFACES)):
+        importer = _surface_of(_module_name(path))
+        for name in imports_of(path):
+            imported = _surface_of(name)
+            if imported not in (None, importer) and (importer, imported) not in SURFACE_EDGES:
+                found.append(f"{_module_name(path)} imports {name}")
+    return sorted(set(found))
+
+
+def test_no_surface_imports_another() -> None:
+    for surface in SURFACES:
+        assert _modules(surface.removeprefix("pdpp_store.")), surface
+    assert surface_crossings() == []
+
+
+def test_the_new_http_modules_import_only_public_names() -> None:
+    offenders = [
+        f"{_module_name(path)} imports {name}"
+        for path in _modules("http", "serve")
+        for name in imports_of(path)
+        if _private(name)
+    ]
+    assert offenders == []
+
+
+def test_a_surface_importing_another_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relative, absolute, lazy and package-level imports across surfaces are all caught; the
+    allowed edges are not."""
+    package = tmp_path / "pdpp_store"
+    sources = {
+        "rest/__init__.py": "",
+        "rest/_app.py": "from pdpp_store.mcp import http_app\nfrom pdpp_store.http import Tokens\n",
+        "mcp/__init__.py": "",
+        "mcp/_http.py": "from ..rest import create_app\n",
+        "http.py": "def later():\n    from pdpp_store import serve\n",
+        "serve.py": "from pdpp_store.rest import create_app\nfrom pdpp_store.mcp import http_app\n",
+        "demo.py": "import pdpp_store.cli\n",
+        "cli.py": "from .serve import run\nfrom .demo import run_demo\n",
+    }
+    for name, source in sources.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(source, encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
+    assert surface_crossings() == [
+        "pdpp_store.demo imports pdpp_store.cli",
+        "pdpp_store.http imports pdpp_store.serve",
+        "pdpp_store.mcp._http imports pdpp_store.rest",
+        "pdpp_store.mcp._http imports pdpp_store.rest.create_app",
+        "pdpp_store.rest._app imports pdpp_store.mcp",
+        "pdpp_store.rest._app imports pdpp_store.mcp.http_app",
+    ]

@@ -1,4 +1,11 @@
-"""`serve` / `run`: the REST server, with the MCP server at `/mcp`, under uvicorn.
+"""`pdpp_store.serve`: the REST server, with the MCP server at `/mcp`, under uvicorn.
+
+    run(url, tokens_path, host="127.0.0.1", port=8787, workers=1)   # what `pdpp-store serve` runs
+    await serve(url, tokens, ...)                                    # the same, on a running loop
+
+It stands above both servers: it imports `pdpp_store.rest` and `pdpp_store.mcp` to mount one on
+the other, and neither imports it (nor each other), so no import circle runs between the HTTP
+surfaces. Behind the `[server]` extra.
 
 Rules:
 1. The tokens file is read and checked before the database is opened: a bad file is one clear
@@ -42,8 +49,7 @@ from uvicorn.supervisors.multiprocess import SIGNALS
 
 from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable, load_tokens
 from pdpp_store.mcp import http_app
-
-from ._app import create_app
+from pdpp_store.rest import create_app
 
 __all__ = ["run", "serve"]
 

@@ -1,0 +1,191 @@
+"""`pdpp_store.http`: the door every HTTP surface shares (the REST API and MCP's Streamable HTTP).
+
+    known = Tokens({"token": grant})
+    grant = known.grant_of(bearer_token(request.headers.get("authorization")))  # or 401
+    return unauthenticated_response(request, refused, "/mcp")   # the one 401
+    return error_response(request, error)                       # any envelope, with request_id
+    app.add_middleware(RequestIdMiddleware)                     # X-Request-Id on every answer
+
+It holds what both servers answer alike: bearer tokens to grants, the RFC 9728
+protected-resource metadata a 401 names, the §7 error envelope with the request's id, and the
+request ids themselves. `pdpp_store.rest` and `pdpp_store.mcp` import it; it imports neither
+(nor `pdpp_store.serve`, which mounts both), so the two servers stand side by side with no
+import between them. Behind the `[server]` extra: it needs Starlette, not FastAPI.
+
+Rules:
+1. A presented token is compared with every known one in constant time, so how long a refusal
+   takes says nothing about how close a guess came.
+2. No `Authorization: Bearer <token>` header is `missing_token`; a token not held is
+   `invalid_token`. Both are `Unauthenticated` (401), which every surface answers with
+   `unauthenticated_response`: the envelope, `WWW-Authenticate` naming the metadata of the
+   resource refused, and `Cache-Control: no-store`.
+3. Every HTTP request gets an id (`req_` and 24 hex digits), kept in `scope["state"]` and sent as
+   `X-Request-Id`; every error envelope carries it as `request_id`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from pdpp_store import Grant, StoreError
+
+__all__ = [
+    "METADATA_PATH",
+    "REQUEST_ID_HEADER",
+    "RequestIdMiddleware",
+    "Tokens",
+    "Unauthenticated",
+    "bearer_token",
+    "error_response",
+    "metadata_url",
+    "protected_resource_metadata",
+    "request_id",
+    "unauthenticated_response",
+    "www_authenticate",
+]
+
+REQUEST_ID_HEADER = "X-Request-Id"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+# ---------------------------------------------------------------- bearer tokens
+
+
+class Unauthenticated(StoreError):
+    """No bearer token, or one the tokens file does not hold (401)."""
+
+    http_status = 401
+    error_type = "authentication_error"
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization` header value if it is a bearer token, else None."""
+    if authorization is None:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+class Tokens:
+    """The server's tokens: which grant a presented bearer token carries (rule 1)."""
+
+    def __init__(self, tokens: Mapping[str, Grant]) -> None:
+        self._known = [(token.encode(), grant) for token, grant in tokens.items()]
+
+    def grant_of(self, presented: str | None) -> Grant:
+        """The grant of `presented`, or `Unauthenticated` (rule 2)."""
+        if presented is None:
+            raise Unauthenticated(
+                "missing_token", "this request needs an Authorization: Bearer <token> header"
+            )
+        found = None
+        candidate = presented.encode()
+        for token, grant in self._known:
+            if hmac.compare_digest(token, candidate):
+                found = grant
+        if found is None:
+            raise Unauthenticated("invalid_token", "the bearer token is not known to this server")
+        return found
+
+
+# ---------------------------------------------------------------- protected-resource metadata
+
+
+def metadata_url(request: Request, resource_path: str = "") -> str:
+    """The URL of the RFC 9728 protected-resource metadata (of the resource at `resource_path`)."""
+    return f"{str(request.base_url).rstrip('/')}{METADATA_PATH}{resource_path}"
+
+
+def protected_resource_metadata(request: Request, resource_path: str = "") -> dict[str, Any]:
+    """RFC 9728 metadata of the resource at `resource_path`: its URL and how to present its
+    bearer tokens (served at `METADATA_PATH + resource_path` by every app whose 401 names it)."""
+    return {
+        "resource": str(request.base_url).rstrip("/") + resource_path,
+        "resource_name": "pdpp-store",
+        "bearer_methods_supported": ["header"],
+    }
+
+
+def www_authenticate(request: Request, code: str, resource_path: str = "") -> str:
+    """The challenge of a 401 (RFC 6750 §3, with RFC 9728's `resource_metadata` of the resource
+    at `resource_path`)."""
+    metadata = metadata_url(request, resource_path)
+    challenge = f'Bearer realm="pdpp-store", resource_metadata="{metadata}"'
+    if code == "invalid_token":
+        challenge += ', error="invalid_token"'
+    return challenge
+
+
+# ---------------------------------------------------------------- request ids and envelopes
+
+
+def request_id(scope: Scope) -> str:
+    """The id of the request of `scope`, given on first asking (rule 3)."""
+    state = scope.setdefault("state", {})
+    found = state.get("request_id")
+    if not isinstance(found, str):
+        found = "req_" + secrets.token_hex(12)
+        state["request_id"] = found
+    return found
+
+
+class RequestIdMiddleware:
+    """Gives each HTTP request an id (in `scope["state"]`) and sends it as `X-Request-Id`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = request_id(scope)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                if REQUEST_ID_HEADER not in headers:
+                    headers.append(REQUEST_ID_HEADER, given)
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
+def error_response(
+    request: Request, error: StoreError, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The envelope of `error`, with this request's id in the body and the headers."""
+    given = request_id(request.scope)
+    body = error.to_dict()
+    body["error"]["request_id"] = given
+    return JSONResponse(
+        body,
+        status_code=error.http_status,
+        headers={**(headers or {}), REQUEST_ID_HEADER: given},
+    )
+
+
+def unauthenticated_response(
+    request: Request, error: Unauthenticated, resource_path: str = ""
+) -> JSONResponse:
+    """The one 401 of every HTTP surface (REST, MCP): the envelope of `error` with the request's
+    id, `WWW-Authenticate` naming the RFC 9728 metadata of the resource refused (at
+    `resource_path`; the REST API's is ""), and `Cache-Control: no-store`."""
+    challenge = www_authenticate(request, error.code, resource_path)
+    return error_response(
+        request, error, {"WWW-Authenticate": challenge, "Cache-Control": "no-store"}
+    )
