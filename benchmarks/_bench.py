@@ -65,7 +65,7 @@ STREAM = "docs"
 MANIFEST = {"connector_id": CONNECTOR, "streams": [{"name": STREAM, "primary_key": ["id"]}]}
 WINDOW_CHARS = 4096
 MATCH_CONTEXT = 2048
-"""The contract's default `before_chars`/`after_chars`."""
+"""The default `before_chars`/`after_chars` (docs/contract.md §3)."""
 
 Raw = Any
 """A DBAPI connection (sqlite3 or psycopg): the benchmarks use its common subset only."""
@@ -182,7 +182,8 @@ def _query(raw: Raw, statement: str, params: Sequence[Any] | dict[str, Any] = ()
 
 
 def _match_window(position: int, q: str) -> tuple[int, int]:
-    """(start, length) of the contract's default match window around a 0-based position."""
+    """(start, length) of the default match window (docs/contract.md §3) around a 0-based
+    position."""
     start = max(0, position - MATCH_CONTEXT)
     return start, (position - start) + len(q) + MATCH_CONTEXT
 

@@ -1,6 +1,6 @@
-"""The fronts' section of docs/benchmarks.md (benchmarks/test_fronts.py; goals 7 and 8): the
-async front against the raw async driver at 1, 4 and 16 tasks, and sync reads against the raw
-floor, each ratio from cells of the same run found by their `extra_info` coordinates."""
+"""The fronts' section of docs/benchmarks.md (benchmarks/test_fronts.py; docs/performance.md goals 7
+and 8): the async front against the raw async driver at 1, 4 and 16 tasks, and sync reads against
+the raw floor, each ratio from cells of the same run found by their `extra_info` coordinates."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def render(data: dict[str, Any]) -> list[str]:
     if not cells:
         return []
     lines = [
-        "## The fronts around their SQL (goals 7 and 8)",
+        "## The fronts around their SQL (docs/performance.md, goals 7 and 8)",
         "",
         "Reads run below SQLAlchemy on a kept connection (`_runtime`, Rule 6). **Async**: "
         "`AsyncStore.read_field_window` (a 4096-character window) against the very statement "

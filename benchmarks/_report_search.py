@@ -1,9 +1,9 @@
-"""The search section of docs/benchmarks.md (benchmarks/test_search.py, issue 13, PERFORMANCE.md
-goal 6), from the same run as the rest: `q` with the index against the scan of every chunk, the
-first page of a search over the mailbox, the index's size against its text, and ingestion with
-the index against without. Cells are found by their `extra_info` coordinates (suites
-``q-index``, ``search``, ``index-size``, ``ingest-index``; backend, impl, and for `q` the
-text kind, size and position)."""
+"""The search section of docs/benchmarks.md (benchmarks/test_search.py, issue 13,
+docs/performance.md goal 6), from the same run as the rest: `q` with the index against the scan of
+every chunk, the first page of a search over the mailbox, the index's size against its text, and
+ingestion with the index against without. Cells are found by their `extra_info` coordinates (suites
+``q-index``, ``search``, ``index-size``, ``ingest-index``; backend, impl, and for `q` the text kind,
+size and position)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ BACKENDS = tuple(BACKEND_TITLES.items())
 BEFORE_KEYS = 10_000
 BEFORE_SECONDS = 0.061
 """`read_record` of a 10,000-key record before the field budget: 61 ms, 7.7 MiB peak, every
-field's preview in one answer (PERFORMANCE.md, "Where the library stood"; another run)."""
+field's preview in one answer (CHANGELOG.md, session 3; another run)."""
 
 Cell = dict[str, Any]
 

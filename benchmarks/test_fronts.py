@@ -1,4 +1,4 @@
-"""The fronts' cost around their SQL (issue 14, PERFORMANCE.md goals 7 and 8), side by side:
+"""The fronts' cost around their SQL (issue 14, docs/performance.md goals 7 and 8), side by side:
 
 - async: `AsyncStore.read_field_window` against the very statement and parameters it sends (as
   the boundary audit captured them), run on the raw async driver (aiosqlite `execute_fetchall`,

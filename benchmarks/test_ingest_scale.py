@@ -1,5 +1,6 @@
-"""Ingestion of email-sized records at scale (issue 14 part 3, PERFORMANCE.md goal 9), and what
-the search index costs at write time (issue 13, goal 6), side by side in one run per database.
+"""Ingestion of email-sized records at scale (issue 14 part 3, docs/performance.md goal 9), and what
+the search index costs at write time (issue 13, docs/performance.md goal 6), side by side in one run
+per database.
 
 An email-sized record (`email`) is a message as a mail connector sends it: eleven fields, nine of
 them short (ids, addresses, a subject, a date, labels, a flag, a snippet) and a body of 1,000-1,600
@@ -44,8 +45,8 @@ One more variant, in a fresh database of its own:
 
 Each variant is one measurement (`benchmark.pedantic`, one round) whose `extra_info` holds its
 steps; `_report_ingest.py` renders them. Duration at 1,000,000 records on this 2-core machine
-under other work: see docs/decisions.md, "Ingestion at scale". The databases take about 12 GB
-(SQLite) each at 1,000,000 records: give pytest a `--basetemp` on a disk with room, which also
+under other work: see CHANGELOG.md, sessions 4 and 5 (ingestion at scale). The databases take about
+12 GB (SQLite) each at 1,000,000 records: give pytest a `--basetemp` on a disk with room, which also
 keeps other pytest runs from cleaning the directory away under a long run.
 """
 

@@ -1,4 +1,4 @@
-"""Search and the search index (issue 13, PERFORMANCE.md goal 6), side by side in one run,
+"""Search and the search index (issue 13, docs/performance.md goal 6), side by side in one run,
 rendered by `_report_search`:
 
 - `q` late (`end`), absent and early (`start`) in the fields of the matrix: the library (first

@@ -163,8 +163,9 @@ ENVELOPE_KEYS = (
     "previous",
     "meta",
 )
-"""The keys of the §3 envelope, in order (`next` and `previous`, the continuations that read the
-neighbouring windows, are additions to the reference's)."""
+"""The keys of the field-window envelope (docs/contract.md §3, "Field windows"), in order (`next`
+and `previous`, the continuations that read the neighbouring windows, are the library's
+additions: docs/decisions.md, "Continuations")."""
 
 WINDOW_KEYS = (
     "text",
@@ -182,11 +183,12 @@ WINDOW_KEYS = (
     "previous_cursor",
     "next_match_cursor",
 )
-"""The keys of the §3 envelope's `window` object, in order."""
+"""The keys of the field-window envelope's `window` object (contract §3), in order."""
 
 
 def sha256_of(text: str) -> str:
-    """The §1 digest of a string: `sha256:` and the hex SHA-256 of its UTF-8 bytes."""
+    """The digest of a string (docs/contract.md §1, "Data model"): `sha256:` and the hex SHA-256 of
+    its UTF-8 bytes."""
     import hashlib
 
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -198,8 +200,9 @@ def canonical(value: Any) -> str:
 
 
 def expected_window(text: str, offset: int, limit: int) -> dict[str, Any]:
-    """The oracle of §3: the `window` keys that follow from the field's text, an offset and a
-    limit, by Python slicing and the envelope math (match keys and cursors aside)."""
+    """The oracle of contract §3's envelope arithmetic: the `window` keys that follow from the
+    field's text, an offset and a limit, by Python slicing and the envelope math (match keys and
+    cursors aside)."""
     total = len(text)
     start = min(offset, total)
     piece = text[start : start + limit]

@@ -1,5 +1,6 @@
 """MCP test material: a mailbox with a 3,000,000-character email, and the SDK's client as the four
-agent classes of the content ladder (CONTRACT §10), each seeing only what its class sees.
+agent classes of the content ladder (docs/contract.md §10, "Surfaces"), each seeing only what its
+class sees.
 
     content_only      reads only the text of content[] (header line, then text or JSON lines)
     structured_only   reads only structuredContent

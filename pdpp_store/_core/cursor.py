@@ -1,4 +1,4 @@
-"""Signed, digest-bound cursors (§4): mint and open, with key rotation; no I/O.
+"""Signed, digest-bound cursors (docs/contract.md §4): mint and open, with key rotation; no I/O.
 
 A cursor names a position in one field of one record, read under one grant, as the field was
 when the cursor was minted. Token layout (bytes, then base64url without padding):

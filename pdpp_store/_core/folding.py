@@ -1,9 +1,9 @@
 """The project's case folding: one definition, applied in Python, identical on every backend.
 
-Case-insensitive matching (§3) never relies on a database's `lower()`: SQLite's is ASCII-only
-and Postgres's depends on the locale. Instead the store folds text in Python when it writes a
-field's search chunks, folds the needle the same way, and the SQL only does an exact substring
-search on folded text. So the fold below is the whole definition of "case-insensitive".
+Case-insensitive matching (docs/contract.md §3) never relies on a database's `lower()`: SQLite's is
+ASCII-only and Postgres's depends on the locale. Instead the store folds text in Python when it
+writes a field's search chunks, folds the needle the same way, and the SQL only does an exact
+substring search on folded text. So the fold below is the whole definition of "case-insensitive".
 
 Definition ("pdpp-simple-fold-v2"), per code point `c`, independently of its neighbours:
 

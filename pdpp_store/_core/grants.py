@@ -1,4 +1,4 @@
-"""PDPP grants as validated values (§2 of the contract). Pure: no I/O.
+"""PDPP grants as validated values (docs/contract.md §2). Pure: no I/O.
 
 Rules:
 1. A `Grant` that exists is well formed: `Grant.from_dict` refuses anything else with
@@ -313,7 +313,7 @@ class Grant:
         return False
 
     def fingerprint(self, stream: str) -> bytes:
-        """Binds cursors to this grant's identity and every term of its stream grant (§4):
+        """Binds cursors to this grant's identity and every term of its stream grant (contract §4):
         a grant narrowed in any term, however constructed, has another fingerprint. Expiry and
         status are not bound: every read checks them anyway. Computed once per stream."""
         found = self._fingerprints.get(stream)

@@ -1,4 +1,5 @@
-"""Record identity (§6): safe names, record references, ids, handles and resource URIs.
+"""Record identity (docs/contract.md §6): safe names, record references, ids, handles and resource
+URIs.
 
 Forms of a record reference, all parsed by `parse_record_ref`:
 

@@ -1,4 +1,4 @@
-"""Connector manifests, read as they are published (§1). Pure: no I/O.
+"""Connector manifests, read as they are published (docs/contract.md §1). Pure: no I/O.
 
 Rules:
 1. Unknown keys are ignored; only what reads and writes need is taken: `connector_id`, and per

@@ -1,5 +1,5 @@
-"""Search queries and page positions (§9): parsing `q` into terms, and the binding of a page
-cursor to a grant and a query. Pure: no I/O.
+"""Search queries and page positions (docs/contract.md §9): parsing `q` into terms, and the binding
+of a page cursor to a grant and a query. Pure: no I/O.
 
 Rules:
 1. `q` is split on whitespace into terms; a `"double-quoted phrase"` is one term (its inner

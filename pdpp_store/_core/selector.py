@@ -1,4 +1,4 @@
-"""The selector arguments of a field-window read (§3): their one definition.
+"""The selector arguments of a field-window read (docs/contract.md §3): their one definition.
 
 `SelectorArgs` is the only place the arguments are spelled: their names, their types, a line of
 help, the command line's flag, and whether a field-window URI may carry them. Everything else is
@@ -35,7 +35,8 @@ class SelectorArg:
 
 
 class SelectorArgs(TypedDict, total=False):
-    """The selector keyword arguments of `read_field_window` (one selector: see §3)."""
+    """The selector keyword arguments of `read_field_window` (one selector: see docs/contract.md
+    §3)."""
 
     offset_chars: Annotated[
         int | None, SelectorArg("Start, in code points (default 0).", "--offset", in_uri=True)

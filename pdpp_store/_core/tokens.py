@@ -1,4 +1,5 @@
-"""Bearer tokens: the tokens file that maps each token to the PDPP grant it carries (§10).
+"""Bearer tokens: the tokens file that maps each token to the PDPP grant it carries
+(docs/contract.md §10).
 
     {"tok_alice_0123456789abcdef": {"grant_id": "g1", "streams": [...]}, ...}
 

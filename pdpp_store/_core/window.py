@@ -1,4 +1,4 @@
-"""Field-window selectors and arithmetic (§3): pure values, no I/O.
+"""Field-window selectors and arithmetic (docs/contract.md §3): pure values, no I/O.
 
 Owns: parsing the selector arguments of `read_field_window` (named in `_core.selector`) into one
 `Selector`, and the arithmetic of windows. The result, `FieldWindow`, is an evidence card

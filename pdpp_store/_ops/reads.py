@@ -1,6 +1,7 @@
 """Grant-enforced read operations, each one generator driven by `_runtime` (no I/O here).
 
-The check order is the contract's (§7), identical on every backend because it is written once:
+The check order is the contract's (docs/contract.md §7), identical on every backend because it is
+written once:
 
     1 stream declared     2 field path     3 selector     4 stream granted (and grant usable)
     5 connection          6 field granted (no record row read yet; cursor signature checked)

@@ -1,4 +1,5 @@
-"""Search (§9) and the grant's schema, as operations driven by `_runtime` (no I/O here).
+"""Search (docs/contract.md §9) and the grant's schema, as operations driven by `_runtime` (no I/O
+here).
 
 Search, step by step:
 

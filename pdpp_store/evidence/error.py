@@ -1,4 +1,5 @@
-"""The JSON Schema of the error envelope every surface renders (`StoreError.to_dict()`, §7).
+"""The JSON Schema of the error envelope every surface renders (`StoreError.to_dict()`,
+docs/contract.md §7).
 
 The body is open: `details` are merged into it, and an error may carry facts of its own. The
 details that are cards are typed by those cards' schemas: a binary field's metadata (`field`,

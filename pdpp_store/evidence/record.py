@@ -1,4 +1,4 @@
-"""`RecordView` and `FieldPreview`: a record projected under a grant (§5).
+"""`RecordView` and `FieldPreview`: a record projected under a grant (docs/contract.md §5).
 
 Rules:
 1. Only granted fields appear. A text-like value up to the preview bound is shown whole in `data`

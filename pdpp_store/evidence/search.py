@@ -1,4 +1,5 @@
-"""Search cards (§9): a page of hits, each hit with proven evidence per matched field.
+"""Search cards (docs/contract.md §9): a page of hits, each hit with proven evidence per matched
+field.
 
 Rules:
 1. Evidence is proven: `match_start_chars`/`match_end_chars` are the code-point offsets of the

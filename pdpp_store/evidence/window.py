@@ -1,4 +1,5 @@
-"""`FieldWindow`: a bounded window of one text-like field; `to_dict()` is the §3 envelope.
+"""`FieldWindow`: a bounded window of one text-like field; `to_dict()` is the envelope of
+docs/contract.md §3.
 
 Rules:
 1. A window checks its own invariants when built: its text is exactly the slice

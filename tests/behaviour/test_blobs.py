@@ -1,6 +1,7 @@
-"""Blobs (§1, §5 of the contract), on every front: content-addressed storage, and metadata and
-byte ranges readable only through a record the grant can see whose granted field references the
-blob; everything else is `blob_not_found`, indistinguishable from a blob that does not exist.
+"""Blobs (docs/contract.md §1 "Data model", §5 "Projection, previews and binary data"), on every
+front: content-addressed storage, and metadata and byte ranges readable only through a record the
+grant can see whose granted field references the blob; everything else is `blob_not_found`,
+indistinguishable from a blob that does not exist.
 
 The oracle of every range is the Python slice of the bytes that were stored.
 """

@@ -1,5 +1,6 @@
-"""Cursors in the store (§4), on every backend and front: paging with them, what they are bound
-to, staleness, and their keys (kept in the database, configured, rotated).
+"""Cursors in the store (docs/contract.md §4, "Revisions and cursors"), on every backend and
+front: paging with them, what they are bound to, staleness, and their keys (kept in the database,
+configured, rotated).
 
 The cursor codec itself (token layout, strict decoding) is tested without a database in
 `test_cursor.py`.

@@ -1,5 +1,5 @@
-"""Errors (§7 of the contract): the check order, the codes with their HTTP status and `param`,
-and the wire envelope, on every front.
+"""Errors (docs/contract.md §7, "Errors"): the check order, the codes with their HTTP status and
+`param`, and the wire envelope, on every front.
 
 The order is tested with requests that are wrong in two (or more) ways at once: the earlier check
 must win. The contract's order is
@@ -443,7 +443,7 @@ CONTRACT_CODES = {
     "ambiguous_connection": 409,
     "conflicting_connection_id": 409,
 }
-"""§7's table, copied from the contract."""
+"""Contract §7's table (docs/contract.md, "Errors"), copied."""
 
 
 def test_every_code_of_the_table_has_its_status_param_and_envelope(store: StoreFront) -> None:

@@ -1,5 +1,6 @@
-"""Field windows by offset (§3), on every backend and front: the envelope, the window arithmetic
-over stored chunks, the selector rules and errors, and binary-only fields.
+"""Field windows by offset (docs/contract.md §3, "Field windows"), on every backend and front: the
+envelope, the window arithmetic over stored chunks, the selector rules and errors, and binary-only
+fields.
 
 The oracle of every window is the Python slice `text[start : start + limit]` of the field's text
 (a string, or the canonical JSON text of any other value), with offsets in code points.

@@ -1,5 +1,5 @@
-"""Grants (§2 of the contract): `Grant.from_dict` validation (pure, no database), then enforcement
-through every read operation of the store, on every front.
+"""Grants (docs/contract.md §2, "Grants"): `Grant.from_dict` validation (pure, no database), then
+enforcement through every read operation of the store, on every front.
 
 Enforcement is checked from the outside: a record hidden by a grant term must read exactly like a
 missing one (same code, status, param and message apart from the id), on every read path

@@ -1,5 +1,6 @@
-"""Ingestion (§1, §7): manifests, connections, upserts, deletes, blobs, and bad input that leaves
-the store unchanged. Every test runs on every backend and front."""
+"""Ingestion (docs/contract.md §1 "Data model", §7 "Errors"): manifests, connections, upserts,
+deletes, blobs, and bad input that leaves the store unchanged. Every test runs on every backend and
+front."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Match windows (`q`, §3), on every backend and front: the first occurrence under the project's
-case folding (`pdpp_store.fold`), the window arithmetic around it, needles across the stored
-chunks' boundaries, and `query_not_found`.
+"""Match windows (`q`, docs/contract.md §3, "Field windows"), on every backend and front: the first
+occurrence under the project's case folding (`pdpp_store.fold`), the window arithmetic around it,
+needles across the stored chunks' boundaries, and `query_not_found`.
 
 The oracle of a match is `fold(text).find(fold(q))` (the fold preserves length, so an offset in
 folded text is the offset in the text), and the oracle of its window is the Python slice.
@@ -57,7 +57,7 @@ def assert_match(
     after: int = 2048,
     limit: int | None = None,
 ) -> dict[str, Any]:
-    """The §3 match window: it starts `before` code points before the match (or at 0), and is
+    """Contract §3's match window: it starts `before` code points before the match (or at 0), and is
     `limit` long if given, else the context before + the match + `after`; both clamped to 16384."""
     start = max(0, match_start - before)
     length = limit if limit is not None else (match_start - start) + q_len + after

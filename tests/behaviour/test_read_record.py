@@ -1,6 +1,7 @@
-"""`read_record` projection (§5 of the contract), on every front: granted fields only, short values
-whole, long text as a 1024-code-point preview with ladder metadata that continues exactly, large
-JSON summarized, binary fields metadata-only; `describe_field`; record versions.
+"""`read_record` projection (docs/contract.md §5, "Projection, previews and binary data"), on every
+front: granted fields only, short values whole, long text as a 1024-code-point preview with ladder
+metadata that continues exactly, large JSON summarized, binary fields metadata-only;
+`describe_field`; record versions.
 
 Oracles are computed here, never taken from the store: Python slices for previews and windows,
 `hashlib.sha256` for digests, `json.dumps` for the canonical JSON text of non-string values.

@@ -1,6 +1,7 @@
-"""Record identity in the store (§6), on every backend and front: every read takes every form of a
-record reference, the legacy form resolves through the grant, unusual record ids round-trip, and
-field-window resources read the same window as a direct read.
+"""Record identity in the store (docs/contract.md §6, "Record identity"), on every backend and
+front: every read takes every form of a record reference, the legacy form resolves through the
+grant, unusual record ids round-trip, and field-window resources read the same window as a direct
+read.
 
 The pure parsing of references, handles and URIs is tested without a database in
 `test_identity.py`.

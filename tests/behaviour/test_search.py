@@ -1,5 +1,5 @@
-"""Search (§9) on every backend and front: what is searched, the terms, the evidence and its
-continuations, pages and their cursors, visibility, and the grant's schema.
+"""Search (docs/contract.md §9, "Search") on every backend and front: what is searched, the terms,
+the evidence and its continuations, pages and their cursors, visibility, and the grant's schema.
 
 The oracle of a hit is Python: a record matches when every folded term occurs in the folded
 text of one of its searchable granted fields; an excerpt's offsets are `fold(text).find(term)`.

@@ -1,5 +1,6 @@
-"""Search against a pure-Python oracle (§9), on both databases: drawn records, grants, queries,
-page sizes and scan lengths (so both phases, the scan and the index, answer).
+"""Search against a pure-Python oracle (docs/contract.md §9, "Search"), on both databases: drawn
+records, grants, queries, page sizes and scan lengths (so both phases, the scan and the index,
+answer).
 
 The oracle reads the contract alone: a record matches when every folded term occurs in the folded
 text of one of its searchable granted fields (the manifest's lexical fields the grant covers);

@@ -1,5 +1,6 @@
 """P0 gate, proof 1: no read hands Python, a result, an error or a log a byte the grant does not
-authorize (§2, §5, §7), on every backend and front.
+authorize (docs/contract.md §2 "Grants", §5 "Projection, previews and binary data", §7
+"Errors"), on every backend and front.
 
 The dataset (`DATASET`, built here, deterministic) gives everything a grant can exclude a canary
 of its own, a unique token such as ``cAnARy0042xT`` written in mixed case and repeated every few
@@ -7,16 +8,16 @@ hundred code points through long text (so any leaked slice of more than a few hu
 holds a whole canary): fields of visible records (granted or not; text, JSON, field *names*),
 whole streams, records of another connection, records outside `resources`, records before
 `since`, at or after `until`, or whose time value is missing, null, numeric, malformed or empty,
-soft-deleted records, binary-only fields (base64, NUL strings: never in a field read, §5, even
-when granted; the store keeps them as blobs too, so a NUL string's bytes are readable through
+soft-deleted records, binary-only fields (base64, NUL strings: never in a field read, contract §5,
+even when granted; the store keeps them as blobs too, so a NUL string's bytes are readable through
 the blob reads exactly when its field is), and blobs (canary bytes inside, canary MIME type)
-referenced only by an ungranted field, an invisible record, another connection, a text mention,
-or nothing.
+referenced only by an ungranted field, an invisible record, another connection, a text mention, or
+nothing.
 
 Rules:
-1. What a grant authorizes is computed by the `authorized` oracle below: a direct reading of §2
-   and §5 over the dataset's own description (including an explicit table of each time value's
-   instant), never by asking the library.
+1. What a grant authorizes is computed by the `authorized` oracle below: a direct reading of
+   contract §2 and §5 over the dataset's own description (including an explicit table of each time
+   value's instant), never by asking the library.
 2. `check` runs one operation under `BoundaryAudit` and pytest's log capture (every logger at
    DEBUG, SQLAlchemy's statement and row logging included), then asserts, in this order:
    a. no unauthorized canary is in any cell the database returned, or in the result;
@@ -82,7 +83,7 @@ def _utc(year: int, month: int, day: int, *time: int) -> datetime:
 
 _MISSING = object()
 TIMES: dict[str, tuple[object, datetime | None]] = {
-    # name: (the stored value, the instant §2 gives it: None fails closed)
+    # name: (the stored value, the instant contract §2 gives it: None fails closed)
     "t_before": ("2025-12-31T23:59:59Z", _utc(2025, 12, 31, 23, 59, 59)),
     "t_since": ("2026-01-01T00:00:00Z", _utc(2026, 1, 1)),
     "t_since_tz": ("2026-01-01T01:00:00+01:00", _utc(2026, 1, 1)),
@@ -116,9 +117,9 @@ SecretKind = Literal["text", "name", "binary", "blob", "digest"]
 @dataclass(frozen=True, slots=True)
 class Secret:
     """Where a canary lives. `text`: a text-like field's value; `name`: a field's name;
-    `binary`: a binary-only field's value (never in a field read, §5; readable as blob bytes
-    when the store keeps it as blob `blob`); `blob`: a blob's bytes or MIME type; `digest`: the
-    hex SHA-256 of a field's value (its `digest`, readable when the field is)."""
+    `binary`: a binary-only field's value (never in a field read, contract §5; readable as blob
+    bytes when the store keeps it as blob `blob`); `blob`: a blob's bytes or MIME type; `digest`:
+    the hex SHA-256 of a field's value (its `digest`, readable when the field is)."""
 
     canary: str
     kind: SecretKind
@@ -400,7 +401,7 @@ def load(store: StoreFront, ds: Dataset = DATASET) -> None:
                     assert store.blob_info(owner, blob.blob_id).size_bytes == len(blob.data)
 
 
-# ================================================================ the oracle (§2, §5)
+# ================================================================ the oracle (contract §2, §5)
 
 GrantDict: TypeAlias = dict[str, Any]
 StreamGrantDict: TypeAlias = dict[str, Any]
@@ -411,7 +412,7 @@ OWNER: GrantDict = {"grant_id": "g-owner", "streams": [{"name": s} for s in STRE
 
 def refusal(grant: GrantDict) -> frozenset[str]:
     """The codes an unusable grant may be refused with (both, when it is both revoked and past
-    its expiry: §2 does not order them); empty when the grant is usable."""
+    its expiry: contract §2 does not order them); empty when the grant is usable."""
     codes = set()
     if grant.get("status") not in USABLE_STATUSES:
         codes.add("grant_expired" if grant["status"] == "expired" else "grant_revoked")
@@ -435,8 +436,8 @@ def allows(sg: StreamGrantDict, path: str) -> bool:
 
 
 def visible(sg: StreamGrantDict, rec: Rec) -> bool:
-    """§2: not deleted, connection in `instance_ids`, id in `resources`, and the time value of
-    the constraint's field an ISO-8601 instant in [since, until); anything else fails closed."""
+    """Contract §2: not deleted, connection in `instance_ids`, id in `resources`, and the time value
+    of the constraint's field an ISO-8601 instant in [since, until); anything else fails closed."""
     if rec.deleted or not covers(sg, rec.connection):
         return False
     resources = sg.get("resources")
@@ -460,7 +461,7 @@ def readable(grant: GrantDict, rec: Rec, path: str) -> bool:
 
 
 def blob_visible(grant: GrantDict, ds: Dataset, blob_key: str) -> bool:
-    """§5: through a visible record whose granted field references the blob."""
+    """Contract §5: through a visible record whose granted field references the blob."""
     return any(
         readable(grant, rec, path)
         for rec in ds.records.values()
@@ -473,8 +474,8 @@ def authorized(
     grant: GrantDict, ds: Dataset = DATASET, *, through_blobs: bool = False
 ) -> frozenset[str]:
     """The canaries `grant` lets a reader see. Binary-only values never through a field read
-    (§5: metadata only); through a blob read (`through_blobs`) when the store keeps them as a
-    blob that the grant reaches."""
+    (contract §5: metadata only); through a blob read (`through_blobs`) when the store keeps them as
+    a blob that the grant reaches."""
     allowed = set()
     for secret in ds.secrets:
         if secret.kind in ("blob", "binary") and secret.blob is not None:
@@ -496,7 +497,7 @@ def forbidden(grant: GrantDict, ds: Dataset = DATASET, *, through_blobs: bool = 
 
 @cache
 def fold(text: str) -> str:
-    """§3's documented fold, per code point (the test's own copy of the definition)."""
+    """Contract §3's documented fold, per code point (the test's own copy of the definition)."""
     out = []
     for char in text:
         folded = char.casefold()
@@ -631,7 +632,8 @@ def _fails(*codes: str) -> Expected:
 def _steps_to_connection(
     grant: GrantDict, target: Key, form: Form, bad_selector: bool = False
 ) -> Expected | tuple[StreamGrantDict, Key]:
-    """§7 steps 1 to 5: stream declared, selector, grant usable, stream granted, connection."""
+    """Contract §7's steps 1 to 5: stream declared, selector, grant usable, stream granted,
+    connection."""
     connection_id, stream, record_id = target
     if stream not in STREAMS:
         return _fails("stream_not_declared")
@@ -655,7 +657,7 @@ def _steps_to_connection(
 
 
 def fingerprint(grant: GrantDict, stream: str) -> tuple[Any, ...]:
-    """What a cursor binds of a grant (§4): its id and its terms for the stream, normalized
+    """What a cursor binds of a grant (contract §4): its id and its terms for the stream, normalized
     (lists as sets, time bounds as instants); status and expiry are not terms."""
     sg = stream_grant(grant, stream) or {}
 
@@ -1190,8 +1192,8 @@ def test_every_exclusion_holds_on_fixed_probes(
     # The log check is not vacuous: the read path's statement and row logging is captured.
     assert "SELECT" in caplog.text
     assert "Row (" in caplog.text
-    # The grant a cursor binds is its id and terms (§4): the same ones in another object (with
-    # a status) carry the cursor; the same id with other terms does not.
+    #  The grant a cursor binds is its id and terms (contract §4): the same ones in another object
+    # (with a status) carry the cursor; the same id with other terms does not.
     same = check_cursor(loaded, narrow, own, {**narrow, "status": "active"}, caplog)
     assert same.start_chars == 500
     wider = _grant(_sg(MB, resources=["b03", "b04"], fields=["body_text"]))

@@ -1,5 +1,6 @@
 """P0 gate, proof 1 through the MCP server: no answer of any tool or resource, under any grant,
-holds a byte the grant does not authorize (CONTRACT §2, §5, §10).
+holds a byte the grant does not authorize (docs/contract.md §2 "Grants", §5 "Projection,
+previews and binary data", §10 "Surfaces").
 
 The canary dataset and its oracle are `test_gate_canaries`'s. Each hypothesis example draws a
 grant and a few MCP requests (every tool: `search`, `fetch` of records, field-window and blob

@@ -1,5 +1,6 @@
 """P0 gate, proof 1 through the REST server: no answer of any route, under any grant, holds a
-byte the grant does not authorize (CONTRACT §2, §5, §10).
+byte the grant does not authorize (docs/contract.md §2 "Grants", §5 "Projection, previews and
+binary data", §10 "Surfaces").
 
 The canary dataset and its oracle are `test_gate_canaries`'s. Each hypothesis example draws a
 grant (the grant of a bearer token) and a few HTTP requests over every route (field windows with

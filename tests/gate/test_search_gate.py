@@ -1,4 +1,5 @@
-"""P0 gate for search (§9): what a grant does not cover never makes, shapes or leaks a hit.
+"""P0 gate for search (docs/contract.md §9, "Search"): what a grant does not cover never makes,
+shapes or leaks a hit.
 
 The dataset puts a canary of its own (a unique token, mixed case) in every place a search grant
 excludes: a searchable field the grant does not cover (`from_name`), a granted field that is not

@@ -1,5 +1,6 @@
-"""The MCP server's contract (CONTRACT §10, seed 000) and the seeds' hostile-client checks, on both
-databases, through the SDK's own client in-process (and its HTTP transport over the ASGI app).
+"""The MCP server's contract (docs/contract.md §10, "Surfaces": `read_record_field`'s published
+schemas) and the hostile-client checks of the content-ladder design, on both databases, through
+the SDK's own client in-process (and its HTTP transport over the ASGI app).
 
 Every tool result is checked in both channels: `content[]` (the header line and what follows)
 and `structuredContent` (against the published output schema for `read_record_field`).

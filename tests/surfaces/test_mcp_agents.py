@@ -1,9 +1,10 @@
-"""The acceptance test of the content ladder (CONTRACT §10): four agent classes, driven by the SDK's
-own client, each go from a search for a phrase near the end of a 3,000,000-character email to the
-match, page backward and forward, and rebuild the whole field exactly, with nothing but what their
-class sees; in-process and over a real stdio subprocess (`pdpp-store ... mcp --grant FILE`), on
-both databases, with both protocol eras (the 2026 per-request envelopes, and the `initialize`
-handshake most hosts speak today). See `_mcp` for the agents.
+"""The acceptance test of the content ladder (docs/contract.md §10, "Surfaces"): four agent classes,
+driven by the SDK's own client, each go from a search for a phrase near the end of a
+3,000,000-character email to the match, page backward and forward, and rebuild the whole field
+exactly, with nothing but what their class sees; in-process and over a real stdio subprocess
+(`pdpp-store ... mcp --grant FILE`), on both databases, with both protocol eras (the 2026
+per-request envelopes, and the `initialize` handshake most hosts speak today). See `_mcp` for the
+agents.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ async def opened(db_url: str) -> AsyncIterator[Surfaces]:
 
 
 def _essence(envelope: dict[str, Any]) -> dict[str, Any]:
-    """What every surface must agree on, from a §3 envelope."""
+    """What every surface must agree on, from a field-window envelope (contract §3)."""
     window = envelope["window"]
     match = window["match_start_chars"]
     return {

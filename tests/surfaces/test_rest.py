@@ -1,8 +1,8 @@
 """The REST surface over HTTP (httpx against the app, in process), on every database.
 
 Each test reads through the routes and compares with the library (the `AsyncStore` the app
-serves) or with the Python oracle; errors are checked as the wire shows them: status, the §7
-envelope with its `request_id`, and the headers.
+serves) or with the Python oracle; errors are checked as the wire shows them: status, the
+docs/contract.md §7 envelope with its `request_id`, and the headers.
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ async def test_match_windows_and_connection_id_are_passed_through(site: Site) ->
 
 
 async def test_occurrence_and_next_match_cursor_are_passed_through(site: Site) -> None:
-    """`occurrence` (CONTRACT §10) reads the n-th match; `next_match_cursor` the one after."""
+    """`occurrence` (docs/contract.md §3) reads the n-th match; `next_match_cursor` the one
+    after."""
     q = "e"
     from pdpp_store import fold
 
@@ -265,7 +266,7 @@ async def test_search_errors(
     assert error_of(response, status, code).get("param") == param
 
 
-# ---------------------------------------------------------------- errors (§7 and HTTP)
+# ---------------------------------------------------------------- errors (contract §7 and HTTP)
 
 W = window_path()
 ERRORS: list[tuple[str, str | None, str, dict[str, Any], int, str, str | None]] = [

@@ -1,5 +1,6 @@
 """Tests of `pdpp_store._core.window` (selector rules, match arithmetic) and of the
-`pdpp_store.evidence.FieldWindow` card (the §3 envelope math)."""
+`pdpp_store.evidence.FieldWindow` card (the envelope arithmetic of docs/contract.md §3, "Field
+windows")."""
 
 from __future__ import annotations
 
