@@ -79,8 +79,11 @@ __all__ = [
     "Has",
     "OneOf",
     "Range",
+    "StoredComparable",
     "comparable",
     "comparable_elements",
+    "comparable_rows",
+    "filter_operators",
     "matches",
     "parse_filter",
 ]
@@ -473,6 +476,55 @@ def _clause_matches(clause: Clause, stored: object) -> bool:
             for element in comparable_elements(stored)
         )
     return _in_range(stored, clause)
+
+
+def filter_operators(spec: StreamSpec, scope: FieldScope) -> dict[str, tuple[str, ...]]:
+    """Per granted field, by name, what a filter may ask of it (rule 4c): `eq` and `in` where
+    the field may hold scalars, `has` where it may hold arrays, and its declared range operators.
+    Discovery shows this; `parse_filter` accepts exactly these, with values of declared types.
+    Ungranted fields are left out: discovery tells nothing of them."""
+    operators: dict[str, tuple[str, ...]] = {}
+    for name in sorted(spec.declared):
+        known = spec.declared[name]
+        if not known.text_like or not scope.allows_field(name):
+            continue
+        ops = [
+            *(("eq", "in") if known.holds_scalars else ()),
+            *(("has",) if known.holds_arrays else ()),
+            *spec.range_filters.get(name, ()),
+        ]
+        if ops:
+            operators[name] = tuple(ops)
+    return operators
+
+
+@dataclass(frozen=True, slots=True)
+class StoredComparable:
+    """One comparable form the write path stores for a record: of a field's own value, or
+    (`element`) of one element of an array field, for `has`."""
+
+    field: str
+    element: bool
+    form: Comparable
+
+
+def comparable_rows(spec: StreamSpec, fields: Mapping[str, Any]) -> tuple[StoredComparable, ...]:
+    """What a record's fields give a filter to compare (rule 1): for each declared, text-like
+    field present, its own comparable form, or for an array its comparable elements. Filters
+    name only such fields, so these rows decide every clause exactly as `matches` does."""
+    rows: list[StoredComparable] = []
+    for name in sorted(fields):
+        known = spec.declared.get(name)
+        if known is None or not known.text_like:
+            continue
+        value = fields[name]
+        if isinstance(value, list | tuple):
+            rows.extend(StoredComparable(name, True, form) for form in comparable_elements(value))
+            continue
+        form = comparable(value)
+        if form is not None:
+            rows.append(StoredComparable(name, False, form))
+    return tuple(rows)
 
 
 def matches(filter: Filter, fields: Mapping[str, Any]) -> bool:

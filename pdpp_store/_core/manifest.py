@@ -310,6 +310,8 @@ class StreamSpec:
     """Per field, the range operators declared for it (in `RANGE_OPERATORS` order)."""
     aggregations: Aggregations = field(default_factory=Aggregations)
     views: tuple[View, ...] = ()
+    roles: Mapping[str, tuple[str, ...]] = field(init=False, compare=False, repr=False)
+    """Per role, the declared fields that declare it, by name in code-point order (derived)."""
 
     def __post_init__(self) -> None:
         try:
@@ -352,6 +354,16 @@ class StreamSpec:
             raise _invalid(
                 f"stream {self.name!r}: range_filters must map field names to operators", "query"
             )
+        if not isinstance(self.declared, Mapping) or not all(
+            isinstance(known, DeclaredField) for known in self.declared.values()
+        ):
+            raise _invalid(f"stream {self.name!r}: declared must map names to fields", "schema")
+        roles: dict[str, list[str]] = {}
+        for name in sorted(self.declared):
+            role = self.declared[name].role
+            if role is not None:
+                roles.setdefault(role, []).append(name)
+        object.__setattr__(self, "roles", {role: tuple(names) for role, names in roles.items()})
 
     @property
     def order_field(self) -> str | None:
@@ -365,11 +377,11 @@ class StreamSpec:
 
     def fields_with_role(self, role: str) -> tuple[str, ...]:
         """The declared fields whose `x_pdpp_role` is `role`, by name in code-point order."""
-        return tuple(sorted(name for name, known in self.declared.items() if known.role == role))
+        return self.roles.get(role, ())
 
     @property
     def declares_roles(self) -> bool:
-        return any(known.role is not None for known in self.declared.values())
+        return bool(self.roles)
 
     @classmethod
     def from_dict(cls, data: object, param: str) -> StreamSpec:

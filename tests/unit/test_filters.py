@@ -21,10 +21,14 @@ from pdpp_store._core.filters import (
     Comparable,
     Equals,
     Filter,
+    Has,
     OneOf,
     Range,
+    StoredComparable,
     comparable,
     comparable_elements,
+    comparable_rows,
+    filter_operators,
     matches,
     parse_filter,
 )
@@ -443,3 +447,105 @@ def test_in_is_the_union_of_equalities(raw: dict[str, Any], record: dict[str, An
         if isinstance(clause, OneOf):
             each = [matches(Filter((Equals(clause.field, v),)), record) for v in clause.values]
             assert matches(Filter((clause,)), record) == any(each)
+
+
+# -- what discovery shows, and what the write path stores ---------------------------------------
+
+
+def test_filter_operators_under_the_grant() -> None:
+    assert filter_operators(SPEC, NARROW) == {"id": ("eq", "in"), "subject": ("eq", "in")}
+    every = filter_operators(SPEC, ALL)
+    assert every["sent_at"] == ("eq", "in", "gt", "gte", "lt", "lte")
+    assert every["size"] == ("eq", "in", "gte", "lt")
+    assert every["labels"] == ("has",)
+    assert every["loose"] == ("eq", "in", "has")
+    assert "body" not in every
+    assert "meta" not in every  # an object: nothing to compare
+
+
+EXAMPLE_VALUE: dict[str, Any] = {
+    "id": "x",
+    "subject": "x",
+    "sent_at": "2024-01-01",
+    "size": 1,
+    "score": 1,
+    "seen": True,
+    "labels": "x",
+    "loose": 1,
+}
+
+
+def test_filter_operators_are_what_the_parser_accepts() -> None:
+    every = filter_operators(SPEC, ALL)
+    for name in [*SPEC.declared, "nope"]:
+        value = EXAMPLE_VALUE.get(name, "x")
+        for op in ("eq", "in", "has", "gt", "gte", "lt", "lte"):
+            clause = {
+                "eq": value,
+                "in": {"in": [value]},
+                "has": {"has": value},
+            }.get(op, {op: value})
+            try:
+                _parse({name: clause})
+                accepted = True
+            except BadRequest:
+                accepted = False
+            assert accepted == (op in every.get(name, ())), (name, op)
+
+
+def _rows_match(parsed: Filter, rows: tuple[StoredComparable, ...]) -> bool:
+    """A filter decided from the stored rows alone, the way SQL over them decides it."""
+
+    def same(form: Comparable, wanted: Comparable) -> bool:
+        return form.kind == wanted.kind and form.value == wanted.value
+
+    for clause in parsed.clauses:
+        own = [r.form for r in rows if r.field == clause.field and not r.element]
+        elements = [r.form for r in rows if r.field == clause.field and r.element]
+        if isinstance(clause, Equals):
+            ok = any(same(form, clause.value) for form in own)
+        elif isinstance(clause, OneOf):
+            ok = any(same(form, v) for form in own for v in clause.values)
+        elif isinstance(clause, Has):
+            ok = any(same(form, clause.value) for form in elements)
+        else:
+            points = [
+                form.value if clause.kind == "number" else form.instant
+                for form in own
+                if form.kind == ("number" if clause.kind == "number" else "string")
+            ]
+            ok = any(
+                p is not None and all(b.admits(p) for b in clause.bounds)
+                for p in points
+                if not isinstance(p, bool)
+            )
+        if not ok:
+            return False
+    return True
+
+
+STORED_VALUES = (
+    JSON_SCALARS | INSTANTS | st.lists(JSON_SCALARS | st.lists(st.integers()), max_size=4)
+)
+
+
+@given(
+    VALID_FILTERS,
+    st.dictionaries(st.sampled_from([*SCALAR_FIELDS, "labels", "body", "extra"]), STORED_VALUES),
+)
+@settings(max_examples=300)
+def test_the_stored_rows_decide_every_filter_as_the_oracle_does(
+    raw: dict[str, Any], record: dict[str, Any]
+) -> None:
+    parsed = _parse(raw)
+    rows = comparable_rows(SPEC, record)
+    assert {row.field for row in rows} <= set(SPEC.declared) - {"body"}
+    assert _rows_match(parsed, rows) == matches(parsed, record)
+
+
+def test_the_stored_rows_of_a_record() -> None:
+    rows = comparable_rows(SPEC, {"subject": "Hi", "labels": ["A", "a"], "nope": 1, "body": "x"})
+    assert rows == (
+        StoredComparable("labels", True, Comparable("string", "a", None)),
+        StoredComparable("subject", False, Comparable("string", "hi", None)),
+    )
