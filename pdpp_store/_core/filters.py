@@ -23,14 +23,16 @@ Rules:
    elements (`comparable_elements`) are those of its scalar elements, each once, in order of
    first appearance, at most `MAX_ARRAY_ELEMENTS` (1,024): `has` looks no further.
 2. Semantics: equality compares comparable forms of one kind (a string never equals a number,
-   `true` never equals `1`); `"f": null` matches a field present with the value null. A field
+   `true` never equals `1`), and `has` compares an array's elements the same way; `"f": null`
+   matches a field present with the value null. A field
    absent from the record matches no clause, `null` included. A range compares numbers
    numerically and strings as instants: a number bound matches stored numbers, an instant bound
    matches stored strings that are valid instants; anything else (a malformed date, a long
    string) never matches.
 3. Limits: at most `MAX_CLAUSES` (16) clauses, an `in` of 1..`MAX_IN_VALUES` (100) values, a
    string value of at most `MAX_COMPARABLE_CHARS` code points (a longer one could never match),
-   a filter text of at most `MAX_FILTER_CHARS`.
+   field names of at most 1,024 bytes (`identity`'s field path limit), a filter text of at most
+   `MAX_FILTER_CHARS` (64 Ki) characters.
 4. Checks, in this order, each over every clause before the next begins: (a) shape: the filter
    is an object (JSON text must parse, with no duplicate key and no NaN or infinity), within the
    limits, each clause a well-formed clause of the table above with values of JSON scalar types;
@@ -42,7 +44,8 @@ Rules:
    date or date-time where strings fit), else `invalid_filter` (400). Shape errors depend on the
    request alone and grant errors on the grant alone, so a request about an ungranted field
    learns nothing of the manifest: not whether the field is declared, nor its type or operators.
-   Every error has param `filter` and names the field where there is one.
+   Clauses are checked in field-name order, so the error is the same whatever the key order.
+   Every error has param `filter` and names the field where there is one, never a value.
 5. A `Filter` is canonical: clauses sorted by field, `in` values deduplicated and sorted (an
    `in` of one distinct value is that equality), range bounds in operator order. So two filters
    that match the same records by these rules (`{"f": "ABC"}` and `{"f": "abc"}`, `1` and
@@ -61,7 +64,7 @@ from typing import Any, Literal, Protocol
 from .errors import BadRequest, Forbidden
 from .folding import fold
 from .grants import normalize_instant
-from .identity import is_unicode
+from .identity import MAX_FIELD_PATH_BYTES, is_unicode
 from .manifest import RANGE_OPERATORS, StreamSpec
 
 __all__ = [
@@ -98,7 +101,6 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 Kind = Literal["null", "boolean", "number", "string"]
 Operator = Literal["gt", "gte", "lt", "lte"]
 _OPERATORS: tuple[Operator, ...] = ("gt", "gte", "lt", "lte")  # `manifest.RANGE_OPERATORS`
-Number = int | float
 
 
 class FieldScope(Protocol):
@@ -314,9 +316,15 @@ def _is_scalar(value: object) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
-def _shape(name: object, body: object) -> _Shape:
+def _field_name(name: object) -> str:
     if not isinstance(name, str) or not name or "\x00" in name or not is_unicode(name):
         raise _invalid("filter field names must be non-empty strings")
+    if len(name.encode()) > MAX_FIELD_PATH_BYTES:
+        raise _invalid(f"filter field names are at most {MAX_FIELD_PATH_BYTES} bytes")
+    return name
+
+
+def _shape(name: str, body: object) -> _Shape:
     label = f"filter on {name!r}"
     if _is_scalar(body):
         return (name, "eq", body)
@@ -396,11 +404,11 @@ def _range(spec: StreamSpec, name: str, bounds: Mapping[str, Any]) -> Range:
                 raise _invalid(f"{label}: {op} must be an ISO-8601 date or date-time")
             parsed.append(Bound(op, "instant", instant))
         else:
+            if not known.admits("integer"):  # a bound need not be integral: `size > 1.5`
+                raise _invalid(f"{label}: a number does not fit type {known.json_type!r}")
             number = _number(raw)
             if number is None:
                 raise _invalid(f"{label}: the number is out of range")
-            if not known.admits(_json_type(raw)):
-                raise _invalid(f"{label}: a number does not fit type {known.json_type!r}")
             parsed.append(Bound(op, "number", number))
     if len({bound.kind for bound in parsed}) > 1:
         raise _invalid(f"{label}: bounds mix numbers and date-times")
@@ -415,7 +423,8 @@ def parse_filter(raw: object, spec: StreamSpec, scope: FieldScope) -> Filter:
     body = _loaded(raw)
     if len(body) > MAX_CLAUSES:
         raise _invalid(f"filter has {len(body)} clauses; at most {MAX_CLAUSES}")
-    shapes = sorted((_shape(name, value) for name, value in body.items()), key=lambda s: s[0])
+    names = sorted(_field_name(name) for name in body)
+    shapes = [_shape(name, body[name]) for name in names]
     for name, _, _ in shapes:
         if not scope.allows_field(name):
             raise Forbidden(
