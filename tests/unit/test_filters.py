@@ -327,6 +327,13 @@ def test_shape_errors_do_not_depend_on_the_grant_or_the_manifest() -> None:
             assert error.message == f"filter on {name!r}: `in` takes a list of 1 to 100 values"
 
 
+def test_the_error_does_not_depend_on_the_order_of_the_keys() -> None:
+    raw = {"zeta": {"in": []}, "size": "wrong", "alpha": {"bad": 1}}
+    first = _refused(raw)
+    assert "'alpha'" in first.message
+    assert _refused(dict(reversed(raw.items()))).message == first.message
+
+
 def test_the_first_ungranted_field_by_name_is_named() -> None:
     error = _refused({"zeta": 1, "size": 1, "alpha": 1}, NARROW)
     assert "'alpha'" in error.message
