@@ -25,12 +25,13 @@ Rules:
    on fields whose declared type may hold a number or a string; an aggregation is `count: true`
    and, for `sum`, `min`, `max`, `count_distinct`, `group_by` and `group_by_time`, a list of
    fields; a view needs a string `id` (the first of two views with one id wins) and keeps its
-   declared fields; an `x_pdpp_role` outside `ROLES` is no role.
+   declared fields (binary ones too: a view selects fields, it asks nothing of them); an
+   `x_pdpp_role` outside `ROLES` is no role.
 7. The stream's order field (§11.2) is its `cursor_field`, else its `consent_time_field`, else
-   the first field (by name, in code-point order) that declares the role `event-time`. Names go
-   in code-point order wherever the manifest gives no order that survives storage: the stored
-   manifest is canonical JSON with sorted keys, so a property's place in `schema.properties` is
-   not kept.
+   the first text-like field (by name, in code-point order) that declares the role
+   `event-time`. Names go in code-point order wherever the manifest gives no order that
+   survives storage: the stored manifest is canonical JSON with sorted keys, so a property's
+   place in `schema.properties` is not kept.
 8. Everything read here is derived from the manifest document, which the store keeps as given
    (`Manifest.document`); `Manifest.from_json` reads a stored document again, so new
    declarations round-trip and documents stored before this module read them load unchanged.
@@ -215,13 +216,17 @@ def _askable(declared: Mapping[str, DeclaredField], name: object) -> bool:
     return isinstance(name, str) and name in declared and declared[name].text_like
 
 
-def _name_list(value: object, declared: Mapping[str, DeclaredField]) -> tuple[str, ...]:
-    """The declared, text-like names of a list, first occurrence kept; not a list: none."""
+def _name_list(
+    value: object, declared: Mapping[str, DeclaredField], *, binary: bool = False
+) -> tuple[str, ...]:
+    """The declared, text-like (or, with `binary`, any declared) names of a list, first
+    occurrence kept; not a list: none."""
     if not isinstance(value, list):
         return ()
     chosen: list[str] = []
     for name in value:
-        if _askable(declared, name) and name not in chosen:
+        known = isinstance(name, str) and name in declared
+        if known and (binary or _askable(declared, name)) and name not in chosen:
             chosen.append(name)
     return tuple(chosen)
 
@@ -272,7 +277,7 @@ def _views(data: Mapping[str, Any], declared: Mapping[str, DeclaredField]) -> tu
         if any(view.id == view_id for view in views) or not isinstance(item.get("fields"), list):
             continue
         label = label if isinstance(label, str) and is_unicode(label) else None
-        views.append(View(view_id, label, _name_list(item.get("fields"), declared)))
+        views.append(View(view_id, label, _name_list(item.get("fields"), declared, binary=True)))
     return tuple(views)
 
 
@@ -372,7 +377,9 @@ class StreamSpec:
             return self.cursor_field
         if self.consent_time_field is not None:
             return self.consent_time_field
-        timed = self.fields_with_role("event-time")
+        timed = [
+            name for name in self.fields_with_role("event-time") if self.declared[name].text_like
+        ]
         return timed[0] if timed else None
 
     def fields_with_role(self, role: str) -> tuple[str, ...]:

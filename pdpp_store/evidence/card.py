@@ -6,8 +6,9 @@ the record's identity and up to five slots, `title`, `time`, `actor`, `secondary
 Rules:
 1. A slot is filled only from a field whose manifest declares the matching `x_pdpp_role`
    (`primary-title`, `event-time`, `actor`, `secondary`, `amount`) and only when the grant covers
-   that field. A stream that declares no role gets no slots: nothing is guessed from a field's or
-   a stream's name.
+   that field, and never from a binary field (a blob reference or base64: a card shows no bytes).
+   A stream that declares no role gets no slots: nothing is guessed from a field's or a stream's
+   name.
 2. Where several fields declare a role, the first granted one holding a value a slot can show
    fills it: for `time`, the stream's order field first (so the card shows the time the page is
    ordered by), then the others; otherwise by field name in code-point order (the order a stored
@@ -92,7 +93,8 @@ def _slot(name: str, path: str, value: object) -> CardSlot | None:
 
 
 def _candidates(spec: StreamSpec, name: str) -> tuple[str, ...]:
-    declared = spec.fields_with_role(SLOT_ROLES[name])
+    role = SLOT_ROLES[name]
+    declared = tuple(path for path in spec.fields_with_role(role) if spec.declared[path].text_like)
     order = spec.order_field
     if name == "time" and order in declared:
         return (order, *(path for path in declared if path != order))

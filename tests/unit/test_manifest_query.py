@@ -161,7 +161,16 @@ def test_a_declaration_keeps_what_is_well_formed() -> None:
     assert spec.range_filters == {"n": ("gt", "lte")}
     assert spec.aggregations == Aggregations(count=True, sum=("n",), group_by=("ok",))
     assert spec.aggregations.to_json() == {"count": True, "sum": ["n"], "group_by": ["ok"]}
-    assert spec.views == (View("v", None, ("n",)),)
+    assert spec.views == (View("v", None, ("n", "file")),)
+
+
+def test_a_view_keeps_binary_fields_and_questions_do_not() -> None:
+    spec = _stream(
+        views=[{"id": "v", "fields": ["id", "file"]}],
+        query={"aggregations": {"count_distinct": ["file", "n"]}},
+    )
+    assert spec.views == (View("v", None, ("id", "file")),)
+    assert spec.aggregations.count_distinct == ("n",)
 
 
 def test_an_unknown_role_is_no_role() -> None:

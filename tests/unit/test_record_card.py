@@ -77,6 +77,30 @@ def test_a_null_or_unshowable_value_leaves_the_slot_to_the_next_field() -> None:
     assert card.actor is None
 
 
+def test_a_binary_field_fills_no_slot() -> None:
+    spec = StreamSpec.from_dict(
+        {
+            "name": "files",
+            "primary_key": ["id"],
+            "schema": {
+                "properties": {
+                    "id": {"type": "string"},
+                    "raw": {
+                        "type": "string",
+                        "contentEncoding": "base64",
+                        "x_pdpp_role": "primary-title",
+                    },
+                    "name": {"type": "string", "x_pdpp_role": "primary-title"},
+                }
+            },
+        },
+        "streams[0]",
+    )
+    card = _card({"id": "f", "raw": "aGVsbG8=", "name": "notes.txt"}, spec=spec)
+    assert card.title == CardSlot("name", "notes.txt")
+    assert _card({"id": "f", "raw": "aGVsbG8="}, spec=spec).slots == {}
+
+
 def test_a_stream_without_roles_gets_no_slots_whatever_its_field_names() -> None:
     spec = StreamSpec.from_dict(
         {
