@@ -3,7 +3,7 @@
     StoreError                      code, http_status, param, details
     ├── BadRequest (400)            invalid_window, invalid_field_path, invalid_cursor,
     │                               invalid_request, invalid_record, invalid_manifest,
-    │                               invalid_grant, invalid_identifier
+    │                               invalid_grant, invalid_identifier, invalid_filter
     ├── Forbidden (403)             grant_stream_not_allowed, field_not_granted,
     │                               grant_expired, grant_revoked
     ├── NotFound (404)              not_found, field_not_found, query_not_found,

@@ -1,10 +1,12 @@
 """Connector manifests, read as they are published (docs/contract.md §1). Pure: no I/O.
 
 Rules:
-1. Unknown keys are ignored; only what reads and writes need is taken: `connector_id`, and per
-   stream `name`, `primary_key`, `consent_time_field`, the hints a field's schema gives, the
-   declared fields (`schema.properties`: name, JSON type, text-likeness) and the fields the
-   stream offers to lexical search (`query.search.lexical_fields`).
+1. Unknown keys are ignored; only what reads, writes and questions need is taken:
+   `connector_id`, and per stream `name`, `primary_key`, `consent_time_field`, `cursor_field`,
+   the hints a field's schema gives, the declared fields (`schema.properties`: name, JSON type,
+   text-likeness, `format`, `x_pdpp_role`), the fields the stream offers to lexical search
+   (`query.search.lexical_fields`), its range filters (`query.range_filters`), its aggregations
+   (`query.aggregations`) and its `views`.
 2. A field hint comes from the manifest's declaration, never from the field's name: a property
    with `contentEncoding: "base64"` is base64 (with its `contentMediaType`), and an object
    property whose declared `properties` include `blob_id` is a blob reference.
@@ -15,6 +17,26 @@ Rules:
 5. `Manifest` and `StreamSpec` check themselves when constructed, however they are built: names
    are safe names within the length limits of `identity`, key fields and the consent field are
    field paths.
+6. What may be asked of a stream is optional, and read by the same rule as `lexical_fields`: a
+   malformed declaration is ignored like an unknown key (nothing declared), never an error, and
+   a declared name counts only when it is a declared, text-like property (no question is asked
+   of a blob reference or of base64). In detail: a `cursor_field` that is not such a property is
+   no cursor field; a range filter keeps the operators among `gt`, `gte`, `lt`, `lte` and only
+   on fields whose declared type may hold a number or a string; an aggregation is `count: true`
+   and, for `sum`, `min`, `max`, `count_distinct`, `group_by` and `group_by_time`, a list of
+   fields; a view needs a string `id` (the first of two views with one id wins) and keeps its
+   declared fields (binary ones too: a view selects fields, it asks nothing of them); an
+   `x_pdpp_role` outside `ROLES` is no role.
+7. The stream's order field (§11.2) is its `cursor_field`, else its `consent_time_field`, else
+   the first text-like field (by name, in code-point order) that declares the role
+   `event-time`. Names go in code-point order wherever the manifest gives no order that
+   survives storage: the stored manifest is canonical JSON with sorted keys, so a property's
+   place in `schema.properties` is not kept.
+8. Everything read here is derived from the manifest document, which the store keeps as given
+   (`Manifest.document`); `Manifest.from_json` reads a stored document again, so new
+   declarations round-trip and documents stored before this module read them load unchanged.
+   A `StreamSpec` built from its stored row alone (key, consent field, hints) declares nothing
+   that may be asked.
 """
 
 from __future__ import annotations
@@ -34,7 +56,33 @@ from .identity import (
     validate_safe_name,
 )
 
-__all__ = ["DeclaredField", "FieldHint", "Manifest", "StreamSpec"]
+__all__ = [
+    "RANGE_OPERATORS",
+    "ROLES",
+    "Aggregations",
+    "DeclaredField",
+    "FieldHint",
+    "Manifest",
+    "StreamSpec",
+    "View",
+]
+
+ROLES = (
+    "primary-title",
+    "event-time",
+    "actor",
+    "secondary",
+    "amount",
+    "blob-reference",
+    "media",
+)
+"""The values of `x_pdpp_role` this store reads; any other value is no role."""
+
+RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
+"""The operators a range filter may declare, in the order they are shown."""
+
+_AGGREGATE_LISTS = ("sum", "min", "max", "count_distinct", "group_by", "group_by_time")
+_SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
 
 
 def _invalid(message: str, param: str) -> BadRequest:
@@ -84,6 +132,158 @@ class DeclaredField:
     name: str
     json_type: str
     text_like: bool
+    format: str | None = None
+    """The declared `format` (`date-time`, `date`, ...), as written."""
+    role: str | None = None
+    """The declared `x_pdpp_role`, one of `ROLES`, or None."""
+
+    @property
+    def types(self) -> frozenset[str]:
+        """The declared JSON types; empty when the type is undeclared (`any`)."""
+        return frozenset() if self.json_type == "any" else frozenset(self.json_type.split("|"))
+
+    def admits(self, json_type: str) -> bool:
+        """Whether a value of `json_type` may appear here (anything, when undeclared); an
+        `integer` value fits a `number` field."""
+        types = self.types
+        if not types:
+            return True
+        return json_type in types or (json_type == "integer" and "number" in types)
+
+    @property
+    def holds_scalars(self) -> bool:
+        types = self.types
+        return not types or bool(types & _SCALAR_TYPES)
+
+    @property
+    def holds_arrays(self) -> bool:
+        types = self.types
+        return not types or "array" in types
+
+
+def _format(schema: object) -> str | None:
+    value = schema.get("format") if isinstance(schema, Mapping) else None
+    return value if isinstance(value, str) and is_unicode(value) else None
+
+
+def _role(schema: object) -> str | None:
+    value = schema.get("x_pdpp_role") if isinstance(schema, Mapping) else None
+    return value if isinstance(value, str) and value in ROLES else None
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregations:
+    """What `query.aggregations` declares (§12): `count`, and the fields each metric or grouping
+    may name. Empty means nothing declared."""
+
+    count: bool = False
+    sum: tuple[str, ...] = ()
+    min: tuple[str, ...] = ()
+    max: tuple[str, ...] = ()
+    count_distinct: tuple[str, ...] = ()
+    group_by: tuple[str, ...] = ()
+    group_by_time: tuple[str, ...] = ()
+
+    def fields_for(self, name: str) -> tuple[str, ...]:
+        """The fields declared for a metric or grouping (`sum`, ..., `group_by_time`)."""
+        if name not in _AGGREGATE_LISTS:
+            return ()
+        fields: tuple[str, ...] = getattr(self, name)
+        return fields
+
+    def to_json(self) -> dict[str, Any]:
+        """The declaration as discovery shows it: `count` and the non-empty lists."""
+        shown: dict[str, Any] = {"count": self.count}
+        for name in _AGGREGATE_LISTS:
+            if self.fields_for(name):
+                shown[name] = list(self.fields_for(name))
+        return shown
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A named selection of fields the manifest offers (`views[]`)."""
+
+    id: str
+    label: str | None
+    fields: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, "fields": list(self.fields)}
+
+
+def _askable(declared: Mapping[str, DeclaredField], name: object) -> bool:
+    return isinstance(name, str) and name in declared and declared[name].text_like
+
+
+def _name_list(
+    value: object, declared: Mapping[str, DeclaredField], *, binary: bool = False
+) -> tuple[str, ...]:
+    """The declared, text-like (or, with `binary`, any declared) names of a list, first
+    occurrence kept; not a list: none."""
+    if not isinstance(value, list):
+        return ()
+    chosen: list[str] = []
+    for name in value:
+        known = isinstance(name, str) and name in declared
+        if known and (binary or _askable(declared, name)) and name not in chosen:
+            chosen.append(name)
+    return tuple(chosen)
+
+
+def _query(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    query = data.get("query")
+    return query if isinstance(query, Mapping) else {}
+
+
+def _range_filters(
+    data: Mapping[str, Any], declared: Mapping[str, DeclaredField]
+) -> dict[str, tuple[str, ...]]:
+    raw = _query(data).get("range_filters")
+    if not isinstance(raw, Mapping):
+        return {}
+    ranges: dict[str, tuple[str, ...]] = {}
+    for name, operators in raw.items():
+        if not _askable(declared, name) or not isinstance(operators, list):
+            continue
+        known = declared[name]
+        if not (known.admits("integer") or known.admits("string")):
+            continue  # a boolean or array field has no order to range over
+        chosen = tuple(op for op in RANGE_OPERATORS if op in operators)
+        if chosen:
+            ranges[name] = chosen
+    return ranges
+
+
+def _aggregations(data: Mapping[str, Any], declared: Mapping[str, DeclaredField]) -> Aggregations:
+    raw = _query(data).get("aggregations")
+    if not isinstance(raw, Mapping):
+        return Aggregations()
+    lists = {name: _name_list(raw.get(name), declared) for name in _AGGREGATE_LISTS}
+    return Aggregations(count=raw.get("count") is True, **lists)
+
+
+def _views(data: Mapping[str, Any], declared: Mapping[str, DeclaredField]) -> tuple[View, ...]:
+    raw = data.get("views")
+    if not isinstance(raw, list):
+        return ()
+    views: list[View] = []
+    for item in raw:
+        if not isinstance(item, Mapping):
+            continue
+        view_id, label = item.get("id"), item.get("label")
+        if not isinstance(view_id, str) or not view_id or not is_unicode(view_id):
+            continue
+        if any(view.id == view_id for view in views) or not isinstance(item.get("fields"), list):
+            continue
+        label = label if isinstance(label, str) and is_unicode(label) else None
+        views.append(View(view_id, label, _name_list(item.get("fields"), declared, binary=True)))
+    return tuple(views)
+
+
+def _cursor_field(data: Mapping[str, Any], declared: Mapping[str, DeclaredField]) -> str | None:
+    name = data.get("cursor_field")
+    return name if _askable(declared, name) and isinstance(name, str) else None
 
 
 def _lexical_fields(
@@ -110,6 +310,13 @@ class StreamSpec:
     hints: Mapping[str, FieldHint]
     declared: Mapping[str, DeclaredField] = field(default_factory=dict)
     lexical_fields: tuple[str, ...] = ()
+    cursor_field: str | None = None
+    range_filters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per field, the range operators declared for it (in `RANGE_OPERATORS` order)."""
+    aggregations: Aggregations = field(default_factory=Aggregations)
+    views: tuple[View, ...] = ()
+    roles: Mapping[str, tuple[str, ...]] = field(init=False, compare=False, repr=False)
+    """Per role, the declared fields that declare it, by name in code-point order (derived)."""
 
     def __post_init__(self) -> None:
         try:
@@ -127,6 +334,8 @@ class StreamSpec:
                 validate_field_path(part, "primary_key")
             if self.consent_time_field is not None:
                 validate_field_path(self.consent_time_field, "consent_time_field")
+            if self.cursor_field is not None:
+                validate_field_path(self.cursor_field, "cursor_field")
         except StoreError as exc:
             raise _invalid(f"stream {self.name!r}: {exc.message}", exc.param or "") from None
         object.__setattr__(self, "primary_key", tuple(key))
@@ -134,6 +343,52 @@ class StreamSpec:
             isinstance(k, str) and isinstance(v, FieldHint) for k, v in self.hints.items()
         ):
             raise _invalid(f"stream {self.name!r}: hints must map field names to hints", "hints")
+        if not isinstance(self.aggregations, Aggregations):
+            raise _invalid(f"stream {self.name!r}: aggregations must be Aggregations", "query")
+        object.__setattr__(self, "views", tuple(self.views))
+        if not all(isinstance(view, View) for view in self.views):
+            raise _invalid(f"stream {self.name!r}: views must be View values", "views")
+        ranges = self.range_filters
+        if not isinstance(ranges, Mapping) or not all(
+            isinstance(name, str)
+            and isinstance(ops, tuple)
+            and ops
+            and all(op in RANGE_OPERATORS for op in ops)
+            for name, ops in ranges.items()
+        ):
+            raise _invalid(
+                f"stream {self.name!r}: range_filters must map field names to operators", "query"
+            )
+        if not isinstance(self.declared, Mapping) or not all(
+            isinstance(known, DeclaredField) for known in self.declared.values()
+        ):
+            raise _invalid(f"stream {self.name!r}: declared must map names to fields", "schema")
+        roles: dict[str, list[str]] = {}
+        for name in sorted(self.declared):
+            role = self.declared[name].role
+            if role is not None:
+                roles.setdefault(role, []).append(name)
+        object.__setattr__(self, "roles", {role: tuple(names) for role, names in roles.items()})
+
+    @property
+    def order_field(self) -> str | None:
+        """The field `query_records` orders by (rule 7), or None when the stream has none."""
+        if self.cursor_field is not None:
+            return self.cursor_field
+        if self.consent_time_field is not None:
+            return self.consent_time_field
+        timed = [
+            name for name in self.fields_with_role("event-time") if self.declared[name].text_like
+        ]
+        return timed[0] if timed else None
+
+    def fields_with_role(self, role: str) -> tuple[str, ...]:
+        """The declared fields whose `x_pdpp_role` is `role`, by name in code-point order."""
+        return self.roles.get(role, ())
+
+    @property
+    def declares_roles(self) -> bool:
+        return bool(self.roles)
 
     @classmethod
     def from_dict(cls, data: object, param: str) -> StreamSpec:
@@ -183,9 +438,24 @@ class StreamSpec:
                 if hint is not None:
                     hints[field_name] = hint
                 declared[str(field_name)] = DeclaredField(
-                    str(field_name), _json_type(field_schema), hint is None
+                    str(field_name),
+                    _json_type(field_schema),
+                    hint is None,
+                    _format(field_schema),
+                    _role(field_schema),
                 )
-        return cls(name, tuple(key), consent, hints, declared, _lexical_fields(data, declared))
+        return cls(
+            name,
+            tuple(key),
+            consent,
+            hints,
+            declared,
+            _lexical_fields(data, declared),
+            _cursor_field(data, declared),
+            _range_filters(data, declared),
+            _aggregations(data, declared),
+            _views(data, declared),
+        )
 
     def hints_json(self) -> str:
         return json.dumps({k: v.to_json() for k, v in sorted(self.hints.items())})

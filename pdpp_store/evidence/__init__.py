@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .blob import BlobInfo, BlobRange
+from .card import CardSlot, RecordCard
 from .continuation import Continuation
 from .error import ERROR_SCHEMA
 from .field import FieldInfo
@@ -34,6 +35,7 @@ __all__ = [
     "ERROR_SCHEMA",
     "BlobInfo",
     "BlobRange",
+    "CardSlot",
     "Continuation",
     "FieldInfo",
     "FieldPreview",
@@ -41,6 +43,7 @@ __all__ = [
     "FieldWindow",
     "GrantSchema",
     "MatchExcerpt",
+    "RecordCard",
     "RecordView",
     "SearchHit",
     "SearchPage",
@@ -55,6 +58,8 @@ CARDS: tuple[type[Any], ...] = (
     FieldWindow,
     FieldPreview,
     RecordView,
+    CardSlot,
+    RecordCard,
     BlobInfo,
     BlobRange,
     UpsertResult,
