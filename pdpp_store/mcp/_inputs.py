@@ -29,7 +29,7 @@ from typing import Any
 
 from pdpp_store import CATALOGUE, SELECTOR_ARGS
 
-__all__ = ["ABSENT_OPERATIONS", "TOOL_INPUTS", "TOOL_OPERATIONS", "ToolInput"]
+__all__ = ["ABSENT_OPERATIONS", "IDENTITY", "TOOL_INPUTS", "TOOL_OPERATIONS", "ToolInput"]
 
 _STRING: dict[str, Any] = {"type": "string"}
 
@@ -45,7 +45,8 @@ are rendered by `_properties` (rules 2 and 3)."""
 _RENAMED = {"field": "field_path"}
 """Catalogue argument names a tool spells otherwise (`as_tool_call` renames them back)."""
 
-_IDENTITY = ("connection_id", "stream", "record_id")
+IDENTITY = ("connection_id", "stream", "record_id")
+"""The parts that name a record beside its `id` (rule 3)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +136,7 @@ def _properties(tool: ToolInput) -> tuple[dict[str, dict[str, Any]], list[str]]:
         if argument.type == "grant" or argument.name in tool.left_out:  # rule 2
             continue
         if argument.type == "record":
-            names = ("id", *_IDENTITY) if tool.record_by_parts else ("id",)
+            names = ("id", *IDENTITY) if tool.record_by_parts else ("id",)
             properties.update((name, dict(_STRING)) for name in names)
             if not tool.record_by_parts:
                 required.append("id")
@@ -181,8 +182,8 @@ TOOL_OPERATIONS: dict[str, tuple[str, ...]] = {
 blob's metadata); tests hold the published tools to the catalogue with it."""
 
 ABSENT_OPERATIONS: dict[str, str] = {
-    "describe_field": "read_record_field refuses a non-text field with its metadata, and fetch "
-    "shows each field's metadata",
+    "describe_field": "read_record_field refuses a field that is not text with its metadata, "
+    "and fetch shows binary fields as metadata only",
     "read_blob_range": "the MCP server shows a blob's metadata, never its bytes",
 }
 """Read operations no tool performs, each with the reason."""

@@ -32,6 +32,7 @@ from pdpp_store import (
 )
 
 from . import _render as render
+from ._inputs import IDENTITY as _IDENTITY
 from ._inputs import TOOL_INPUTS
 from ._tools import RESOURCE_TEMPLATES, TOOLS
 
@@ -46,7 +47,6 @@ stdio; a Starlette request over HTTP) to the grant of that request."""
 FIELD_WINDOW_PREFIX = "pdpp://field-window/"
 RECORD_PREFIX = "pdpp://record/"
 BLOB_PREFIX = "pdpp://blob/"
-_IDENTITY = ("connection_id", "stream", "record_id")
 _ACCEPTED = {tool: tuple(schema["properties"]) for tool, schema in TOOL_INPUTS.items()}
 """Each tool's argument names, in its input schema's order (the order a refusal lists them)."""
 _SELECTOR = tuple(name for name in _ACCEPTED["read_record_field"] if name in SELECTOR_ARGS)
