@@ -35,6 +35,11 @@ Rules:
    a test holds this to the operation catalogue. The selector options are derived from
    `SELECTOR_ARGS`, the selector's one definition.
 5. Like every surface, this module imports public names only.
+
+One module of about 700 lines: each command is a dozen lines of options around one library call,
+and the shared parts (the store and grant options, the renderers, the error envelope) serve all
+of them; when stage 3's commands (`records list`, `aggregate`, `grant`, `audit`) arrive it becomes
+a package with a module per command group.
 """
 
 from __future__ import annotations

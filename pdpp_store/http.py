@@ -7,9 +7,9 @@
     app.add_middleware(RequestIdMiddleware)                     # X-Request-Id on every answer
 
 It holds what both servers answer alike: bearer tokens to grants, the RFC 9728
-protected-resource metadata a 401 names, the §7 error envelope with the request's id, and the
-request ids themselves. `pdpp_store.rest` and `pdpp_store.mcp` import it; it imports neither
-(nor `pdpp_store.serve`, which mounts both), so the two servers stand side by side with no
+protected-resource metadata a 401 names, the error envelope (docs/contract.md §7) with the request's
+id, and the request ids themselves. `pdpp_store.rest` and `pdpp_store.mcp` import it; it imports
+neither (nor `pdpp_store.serve`, which mounts both), so the two servers stand side by side with no
 import between them. Behind the `[server]` extra: it needs Starlette, not FastAPI.
 
 Rules:

@@ -6,7 +6,8 @@ once per level, and the levels grow with the logarithm of the index's size: with
 of 4, the index's share of a batch of email-sized records grew from about a tenth at an empty
 database to a third with 200,000 records present. At 8 a trigram is rewritten two thirds as
 often; a query reads at most seven segments per level instead of three, on fewer levels.
-(Measured in decisions.md, "Ingestion at scale".) Postgres's index is unchanged.
+(Measured in session 4: CHANGELOG.md; the decision: decisions.md, "The search index".)
+Postgres's index is unchanged.
 
 Revision ID: 0006
 Revises: 0005

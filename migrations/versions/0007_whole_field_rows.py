@@ -14,8 +14,9 @@ segment was merged again, level after level, with all of them. Now (`statements.
 - a longer field keeps a row per chunk, named `-2**62 + search_id * 2**22 + chunk_no`
   (negative: apart from the whole rows), for a match scan's late chunks.
 
-Measured on 1,000,000 email-sized records (decisions.md, "Ingestion at scale (session 5)"): the
-index is a fifth of its size, and a batch's cost no longer grows with the records present.
+Measured on 1,000,000 email-sized records (CHANGELOG.md, session 5; decisions.md, "The search
+index"): the index is a fifth of its size, and a batch's cost no longer grows with the records
+present.
 
 The writes remove a whole field's row before deleting its chunks; the triggers keep the index in
 step with any other change of chunks (a whole field's row is deleted as it was and made again of

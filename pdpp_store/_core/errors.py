@@ -16,8 +16,8 @@
 Rules:
 1. `code` is stable and machine-readable; `message` is for people and names the parameter, field
    or record where that is safe (never the content of a field the grant does not cover).
-2. Database exceptions are translated in exactly one place (`_runtime.translate_db_error`);
-   no other module catches SQLAlchemy or DBAPI errors.
+2. Database exceptions are translated in exactly one place (`_runtime.errors.translating`, the
+   context manager every boundary enters); no other module catches SQLAlchemy or DBAPI errors.
 3. `details` carries extra, safe, JSON-ready facts (the current digest of a stale cursor, a
    binary field's metadata) and is rendered under the error envelope.
 """

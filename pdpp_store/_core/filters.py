@@ -1,4 +1,5 @@
-"""The filter vocabulary (§11.1): one parser, one comparable form, one oracle. Pure: no I/O.
+"""The filter vocabulary (docs/contract.md §11.1): one parser, one comparable form, one oracle.
+Pure: no I/O.
 
 A filter is a JSON object, one clause per field, all clauses ANDed:
 

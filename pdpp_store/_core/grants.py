@@ -313,7 +313,8 @@ class Grant:
         return False
 
     def fingerprint(self, stream: str) -> bytes:
-        """Binds cursors to this grant's identity and every term of its stream grant (contract §4):
+        """Binds cursors to this grant's identity and every term of its stream grant
+        (docs/contract.md §4):
         a grant narrowed in any term, however constructed, has another fingerprint. Expiry and
         status are not bound: every read checks them anyway. Computed once per stream."""
         found = self._fingerprints.get(stream)

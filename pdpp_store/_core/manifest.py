@@ -27,9 +27,9 @@ Rules:
    fields; a view needs a string `id` (the first of two views with one id wins) and keeps its
    declared fields (binary ones too: a view selects fields, it asks nothing of them); an
    `x_pdpp_role` outside `ROLES` is no role.
-7. The stream's order field (§11.2) is its `cursor_field`, else its `consent_time_field`, else
-   the first text-like field (by name, in code-point order) that declares the role
-   `event-time`. Names go in code-point order wherever the manifest gives no order that
+7. The stream's order field (docs/contract.md §11.2) is its `cursor_field`, else its
+   `consent_time_field`, else the first text-like field (by name, in code-point order) that declares
+   the role `event-time`. Names go in code-point order wherever the manifest gives no order that
    survives storage: the stored manifest is canonical JSON with sorted keys, so a property's
    place in `schema.properties` is not kept.
 8. Everything read here is derived from the manifest document, which the store keeps as given
@@ -173,8 +173,8 @@ def _role(schema: object) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Aggregations:
-    """What `query.aggregations` declares (§12): `count`, and the fields each metric or grouping
-    may name. Empty means nothing declared."""
+    """What `query.aggregations` declares (docs/contract.md §12): `count`, and the fields each
+    metric or grouping may name. Empty means nothing declared."""
 
     count: bool = False
     sum: tuple[str, ...] = ()

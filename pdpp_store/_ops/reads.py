@@ -11,6 +11,10 @@ Steps 1 and 5 read the catalogue (manifests, connections), never a record. Steps
 answered by statements that carry the grant's visibility condition
 (`_sql.visibility.visible_records`), so a hidden record is indistinguishable from a missing one.
 Each read returns an evidence card.
+
+One module (a little over 600 lines) because the check order above is its subject: every read
+shares the same steps and their helpers, and reading them in one place is how the order is kept.
+Search, a plan of its own, lives in `_ops/search.py`.
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def _in_order(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, 
 
 
 _PLANS_KEPT = 1024
-"""Plans one store keeps; statements are cached by shape (`_sql.statements`), so a store meets
+"""Plans one store keeps; statements are cached by shape (`_sql`'s builders), so a store meets
 a few dozen. A statement built per call would otherwise fill the cache: it is then emptied."""
 
 

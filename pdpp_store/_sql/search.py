@@ -1,4 +1,5 @@
-"""Search statements (§9): the page of hits, and the page's evidence (first occurrences and
+"""Search statements (docs/contract.md §9): the page of hits, and the page's evidence (first
+occurrences and
 previews). The catalogue of searchable fields is `catalogue`'s; the index's candidates are
 `index`'s question, asked here by `candidates`.
 

@@ -1,4 +1,4 @@
-"""`RecordCard`: a record presented by its fields' declared roles (§13).
+"""`RecordCard`: a record presented by its fields' declared roles (docs/contract.md §13).
 
 A card is what a `query_records` row, a search hit and the head of `read_record` have in common:
 the record's identity and up to five slots, `title`, `time`, `actor`, `secondary` and `amount`.

@@ -3,11 +3,12 @@
 Rules:
 1. Every request carries `Authorization: Bearer <token>`; the token's grant (from the tokens
    map) is the grant of that request and of nothing else. A missing or unknown token is the
-   same 401 as the REST API's (`pdpp_store.http.unauthenticated_response`: the §7 envelope with
-   `request_id`, `WWW-Authenticate` with the `resource_metadata` of `resource_path`), before the
-   MCP layer sees the request. That metadata (RFC 9728) is served by the app itself, without a
-   token, at `/.well-known/oauth-protected-resource` + `resource_path`, so a 401 of the app
-   served alone names a URL that answers (the REST app it is mounted on serves it too).
+   same 401 as the REST API's (`pdpp_store.http.unauthenticated_response`: the error envelope
+   (docs/contract.md §7) with `request_id`, `WWW-Authenticate` with the `resource_metadata` of
+   `resource_path`), before the MCP layer sees the request. That metadata (RFC 9728) is served by
+   the app itself, without a token, at `/.well-known/oauth-protected-resource` + `resource_path`, so
+   a 401 of the app served alone names a URL that answers (the REST app it is mounted on serves it
+   too).
 2. Tokens are compared in constant time, each against every known token (`http.Tokens`).
 3. The transport is stateless (no MCP session outlives its request), so a grant never rides on a
    session another token opened.

@@ -19,7 +19,8 @@ Rules:
    which may be named two ways (the server checks which, with typed errors: a root `oneOf`
    makes hosts drop the tool).
 4. Properties follow the operation's argument order; among the selector arguments a
-   continuation's `cursor` comes first, as the content-ladder contract (seed 000) lists it.
+   continuation's `cursor` comes first, as the content-ladder design lists it
+   (docs/contract.md §10).
 """
 
 from __future__ import annotations
@@ -116,8 +117,8 @@ _TOOLS: dict[str, ToolInput] = {
             "after_chars": {"minimum": 0, "maximum": 8192},
         },
         left_out={
-            "occurrence": "the content-ladder contract (seed 000) fixes the tool's properties; "
-            "a later match is reached through the window's next-match cursor",
+            "occurrence": "the content-ladder design (docs/contract.md §10) fixes the tool's "
+            "properties; a later match is reached through the window's next-match cursor",
         },
         record_by_parts=True,
     ),

@@ -4,12 +4,13 @@ Rules:
 1. The text of `content[0]` is `pdpp_store.evidence.text`'s rendering with `as_tool_call`: the
    CLI's `--format text` shows the same.
 2. `structuredContent` carries the same facts for a reader that sees nothing else, with every
-   continuation as a ready tool call; a window's is exactly seed 000's output shape.
+   continuation as a ready tool call; a window's is exactly read_record_field's published output
+   shape (docs/contract.md §10).
 3. Resource links name the `pdpp://` URI of each continuation that has one, for hosts that read
    resources; the text never depends on them.
-4. An error is an `isError` result whose text and structured content are the §7 envelope;
-   nothing an exception says reaches the client unless it is a `StoreError` (whose messages are
-   safe by the store's own rule).
+4. An error is an `isError` result whose text and structured content are the error envelope
+   (docs/contract.md §7); nothing an exception says reaches the client unless it is a `StoreError`
+   (whose messages are safe by the store's own rule).
 """
 
 from __future__ import annotations

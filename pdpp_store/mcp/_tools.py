@@ -2,10 +2,10 @@
 
 Rules:
 1. `read_record_field` has exactly the input properties, bounds and structured output of the
-   content-ladder contract (seed 000). Its input schema's root is a plain object: the identity
-   rule (`id`, or `connection_id` + `stream` + `record_id`) and the selector rules are enforced
-   by the server with typed errors, because hosts drop a tool whose root schema is a `oneOf`.
-   Every input schema is derived from the operation catalogue (`_inputs`).
+   content-ladder design (docs/contract.md §10). Its input schema's root is a plain object: the
+   identity rule (`id`, or `connection_id` + `stream` + `record_id`) and the selector rules are
+   enforced by the server with typed errors, because hosts drop a tool whose root schema is a
+   `oneOf`. Every input schema is derived from the operation catalogue (`_inputs`).
 2. Every tool is read-only and idempotent (annotations), and no tool has an open world.
 3. Descriptions tell an agent the ladder (search, evidence, window, continuation) in a few lines;
    the whole `tools/list` answer stays under `TOOLS_LIST_BUDGET_BYTES`.

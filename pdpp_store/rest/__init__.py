@@ -1,4 +1,5 @@
-"""`pdpp_store.rest`: the REST resource server (FastAPI), behind the `[server]` extra (§10).
+"""`pdpp_store.rest`: the REST resource server (FastAPI), behind the `[server]` extra
+(docs/contract.md §10).
 
     app = create_app(store, tokens)          # an AsyncStore, {token: Grant}
 

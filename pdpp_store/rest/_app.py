@@ -1,4 +1,5 @@
-"""`create_app(store, tokens)`: the FastAPI application over one `AsyncStore` (§10).
+"""`create_app(store, tokens)`: the FastAPI application over one `AsyncStore` (docs/contract.md
+§10).
 
 Owns: the application's state (the store, and bearer token -> grant through
 `pdpp_store.http.Tokens`), the RFC 9728 protected-resource metadata routes, the OpenAPI

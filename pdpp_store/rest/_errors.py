@@ -1,4 +1,5 @@
-"""Every failure on the wire: the §7 envelope plus a `request_id`, from one set of handlers.
+"""Every failure on the wire: the error envelope (docs/contract.md §7) plus a `request_id`, from one
+set of handlers.
 
     {"error": {"type", "code", "message", "param"?, ...details, "request_id"}}
 

@@ -15,7 +15,7 @@ Rules:
    written as one (`-?[0-9]+`, at most `MAX_INTEGER_DIGITS` digits): otherwise
    `invalid_window` on the field-window route, `invalid_request` elsewhere.
 3. Bounds are documented here but checked by the library, so their messages and the order of
-   checks (§7) stay the library's.
+   checks (docs/contract.md §7) stay the library's.
 """
 
 from __future__ import annotations

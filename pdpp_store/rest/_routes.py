@@ -1,6 +1,6 @@
 """The `/v1` routes, at module level on `router`: each calls one library operation and renders
-its card (§10). The store and the grant are dependencies (`_deps`); `create_app` includes the
-router in each application it makes.
+its card (docs/contract.md §10). The store and the grant are dependencies (`_deps`); `create_app`
+includes the router in each application it makes.
 
     GET /v1/streams/{stream}/records/{record_id}/field-window   read_field_window
     GET /v1/streams/{stream}/records/{record_id}                 read_record
@@ -267,7 +267,9 @@ ABSENT_OPERATIONS: dict[str, str] = {
     response_class=JSONResponse,
     openapi_extra=WINDOW_PARAMS.openapi(),
     responses={
-        200: json_response(field_window_schema(), "The field window (§3), with links."),
+        200: json_response(
+            field_window_schema(), "The field window (docs/contract.md §3), with links."
+        ),
         **error_responses(400, 401, 403, 404, 409, 412, 422, 503),
     },
 )
@@ -291,7 +293,7 @@ async def field_window(
     response_class=JSONResponse,
     openapi_extra=RECORD_PARAMS.openapi(),
     responses={
-        200: json_response(card_schema("RecordView"), "The projection (§5)."),
+        200: json_response(card_schema("RecordView"), "The projection (docs/contract.md §5)."),
         **error_responses(400, 401, 403, 404, 409, 503),
     },
 )
@@ -316,7 +318,7 @@ async def record(
     response_class=JSONResponse,
     openapi_extra=SEARCH_PARAMS.openapi(),
     responses={
-        200: json_response(card_schema("SearchPage"), "A page of hits (§9)."),
+        200: json_response(card_schema("SearchPage"), "A page of hits (docs/contract.md §9)."),
         **error_responses(400, 401, 403, 404, 503),
     },
 )

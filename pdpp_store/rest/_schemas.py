@@ -61,7 +61,8 @@ def card_schema(name: str) -> dict[str, Any]:
 
 
 def field_window_schema() -> dict[str, Any]:
-    """The §3 envelope's schema plus what REST adds: `url` and `links`."""
+    """The field-window envelope's schema (docs/contract.md §3) plus what REST adds: `url` and
+    `links`."""
     card = card_schema("FieldWindow")
     link = {"type": ["string", "null"]}
     return {

@@ -644,8 +644,9 @@ def test_a_read_statement_that_needs_sqlalchemy_runs_there_mid_operation(db_url:
 
 
 # ---------------------------------------------------------------- cancelled reads, SQLite's thread
-# An `AsyncStore` read on SQLite runs whole in its connection's thread (`_runtime._Held`): when it
-# is cancelled, the statement running there is interrupted, and no further one is sent.
+# An `AsyncStore` read on SQLite runs whole in its connection's thread
+# (`_runtime.executor._Held`): when it is cancelled, the statement running there is interrupted,
+# and no further one is sent.
 
 SQLITE_INTERRUPT = 9  # sqlite3's result code of an interrupted statement
 
