@@ -33,6 +33,7 @@ from sqlalchemy import text
 
 from pdpp_store import Grant, NotFound, Store, fold
 from pdpp_store._core.identity import RecordRef
+from pdpp_store._sql import index as index_sql
 from pdpp_store._sql import match as sql
 from pdpp_store._sql.dialects import capabilities
 from pdpp_store._sql.requests import Execute
@@ -158,10 +159,7 @@ def _open_mail_store(
                 # The store indexes what it writes: turn those statements into no-ops.
                 skip = Execute(text("SELECT 1"), when=lambda _: False)
                 request.getfixturevalue("monkeypatch").setattr(
-                    sql, "index_fields", lambda: (skip, skip)
-                )
-                request.getfixturevalue("monkeypatch").setattr(
-                    sql, "register_index_fields", lambda: skip
+                    index_sql, "index_fields", lambda *_: (skip, skip, skip)
                 )
                 for trigger in ("delete", "update"):
                     conn.execute(text(f"DROP TRIGGER search_chunks_{trigger}"))
