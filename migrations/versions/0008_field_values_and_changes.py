@@ -12,8 +12,8 @@
 The backfill gives existing databases exactly what the writer gives a fresh one. Each record's
 change sequence is its rank in its connection by last change (`updated_at`, then stream and
 record id: the order a batch writes in). The values are computed with the store's own
-`comparable_rows` from the stored text of the fields that can have a comparable form (`text`
-and `base64` fields of at most `MAX_COMPARABLE_CHARS` code points, JSON scalars and arrays),
+`comparable_rows` from the stored text of the fields that can have a comparable form (strings of
+at most `MAX_COMPARABLE_CHARS` code points, whatever their kind, JSON scalars and arrays),
 under the manifest registered now; a longer string is never read. Numbers go to Postgres'
 NUMERIC through their shortest exact text (as the writer's statement does), never rounded
 through a double.
@@ -92,6 +92,7 @@ def _change_sequences() -> None:
 def _stored_values(bind: Any, connection_id: str, stream: str, paths: list[str]) -> Iterator[Any]:
     """(record_id, path, kind, chunk text) of the live fields that may have a comparable form,
     chunks in order (no chunk: an empty string)."""
+    from pdpp_store._core.filters import MAX_COMPARABLE_CHARS
 
     query = sa.text(
         "SELECT f.record_id, f.path, f.kind, fc.text FROM fields f"
@@ -101,13 +102,19 @@ def _stored_values(bind: Any, connection_id: str, stream: str, paths: list[str])
         " AND fc.stream = f.stream AND fc.record_id = f.record_id AND fc.path = f.path"
         " WHERE f.connection_id = :c AND f.stream = :s AND r.deleted = :false"
         " AND f.path IN :paths AND ("
-        "  (f.kind IN ('text', 'base64') AND f.size_chars <= :short)"
+        "  (f.kind IN ('text', 'base64', 'binary') AND f.size_chars <= :short)"
         "  OR (f.kind = 'json' AND f.json_type <> 'object'))"
         " ORDER BY f.record_id, f.path, fc.chunk_no"
     ).bindparams(sa.bindparam("paths", expanding=True))
-    result = bind.execution_options(stream_results=True).execute(
-        query,
-        {"c": connection_id, "s": stream, "false": False, "paths": paths},
+    result = bind.execute(
+        query.execution_options(stream_results=True, yield_per=BATCH_ROWS),
+        {
+            "c": connection_id,
+            "s": stream,
+            "false": False,
+            "paths": paths,
+            "short": MAX_COMPARABLE_CHARS,
+        },
     )
     yield from result
 
@@ -122,7 +129,8 @@ def _value_rows(bind: Any, connection_id: str, stream: str, spec: Any) -> Iterat
     pieces: list[str] = []
 
     def rows_of(record_id: str, path: str, kind: str, text: str) -> Iterator[dict[str, Any]]:
-        value = json.loads(text) if kind == "json" else text
+        # JSON and strings holding NUL (`binary`) are stored as JSON text
+        value = json.loads(text) if kind in ("json", "binary") else text
         for number, stored in enumerate(comparable_rows(spec, {path: value}), start=1):
             form = stored.form
             yield {
