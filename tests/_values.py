@@ -77,10 +77,13 @@ def _exact(number: object) -> Decimal | None:
     return Decimal(number)
 
 
-def expected_values(records: Mapping[str, Mapping[str, Any]]) -> set[ValueRow]:
-    """What the write path must have stored for these live records (by record id)."""
+def expected_values(
+    records: Mapping[str, Mapping[str, Any]], declared: StreamSpec | None = None
+) -> set[ValueRow]:
+    """What the write path must have stored for these live records (by record id), under the
+    stream's declaration (`VALUES_MANIFEST`'s by default)."""
     rows: set[ValueRow] = set()
-    stream = spec()
+    stream = declared or spec()
     for record_id, record in records.items():
         for path in sorted(record):
             element = 0

@@ -92,6 +92,56 @@ def register_manifest(manifest: Manifest) -> Op[None]:
         yield statement
     if before is not None:  # a new connector has no connection, so nothing stored to index
         yield from _index_newly_searchable(before, manifest)
+        yield from _value_newly_declared(before, manifest)
+
+
+VALUE_PAGE_RECORDS = 500
+
+
+def _comparable_paths(spec: StreamSpec | None) -> set[str]:
+    """The fields `comparable_rows` looks at: declared and text-like."""
+    if spec is None:
+        return set()
+    return {name for name, known in spec.declared.items() if known.text_like}
+
+
+def _value_newly_declared(before: Manifest, after: Manifest) -> Op[None]:
+    """Stored records' comparable values follow the manifest (`value_sql` Rule 4): a field no
+    longer declared (or now binary) loses its rows, a field newly declared text-like gets them,
+    read back from what is stored, a page of records at a time, one connection at a time."""
+    for spec in after.streams:
+        old = _comparable_paths(before.spec(spec.name))
+        new = _comparable_paths(spec)
+        added, removed = sorted(new - old), sorted(old - new)
+        if not added and not removed:
+            continue
+        ids = value_sql.connection_ids(
+            (yield value_sql.connector_connections(after.connector_id)) or []
+        )
+        for connection_id in ids:
+            if removed:
+                yield value_sql.delete_path_values(connection_id, spec.name, removed)
+            if added:
+                yield from _value_stored(connection_id, spec, added)
+
+
+def _value_stored(connection_id: str, spec: StreamSpec, paths: list[str]) -> Op[None]:
+    after = ""
+    while True:
+        page = value_sql.live_record_ids(
+            (yield value_sql.live_record_page(connection_id, spec.name, after, VALUE_PAGE_RECORDS))
+            or []
+        )
+        if not page:
+            return
+        stored = value_sql.stored_short_values(
+            (yield value_sql.short_values(connection_id, spec.name, page, paths)) or []
+        )
+        valued = [(record_id, sorted(values)) for record_id, values in sorted(stored.items())]
+        rows = _value_rows(connection_id, spec.name, spec, stored, valued)
+        if rows:
+            yield value_sql.insert_values(rows)
+        after = page[-1]
 
 
 def _index_newly_searchable(before: Manifest, after: Manifest) -> Op[None]:
@@ -211,7 +261,7 @@ def _value_rows(
     connection_id: str,
     stream: str,
     spec: StreamSpec,
-    raw: dict[str, Mapping[str, Any]],
+    raw: Mapping[str, Mapping[str, Any]],
     valued: list[tuple[str, list[str]]],
 ) -> list[tuple[Any, ...]]:
     """`field_values` rows in `value_sql.VALUE_COLUMNS` order: the comparable forms

@@ -14,28 +14,42 @@ Rules:
    top is returned; the batch numbers its records `top - n + 1 .. top` in the order it writes
    them. On Postgres the counter's row stays locked until the write commits, so a later writer
    of the connection waits and takes higher values, and values commit in their order.
+4. When a manifest changes which fields are declared and text-like, the rows of stored records
+   follow (`_ops.writes.register_manifest`): rows of fields no longer declared are removed
+   (`delete_path_values`), and fields newly declared are read back (`short_values`: only what
+   can have a comparable form, a page of records at a time) and valued as a write would.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, select, update
+from sqlalchemy import Select, and_, bindparam, delete, or_, select, update
 from sqlalchemy.sql.base import Executable
+
+from pdpp_store._core.filters import MAX_COMPARABLE_CHARS
 
 from .dialects import Capabilities, exact_number
 from .requests import DriverSQL, Execute, Rows
-from .tables import connections, field_values, manifests
+from .tables import connections, field_chunks, field_values, fields, manifests, records
 
 __all__ = [
     "VALUE_COLUMNS",
     "change_seq_top",
+    "connection_ids",
     "connection_manifest",
+    "connector_connections",
+    "delete_path_values",
     "delete_record_values",
     "delete_values",
     "insert_values",
+    "live_record_ids",
+    "live_record_page",
+    "short_values",
+    "stored_short_values",
     "take_change_seqs",
 ]
 
@@ -123,3 +137,101 @@ def change_seq_top(rows: Rows) -> int:
     if not rows:
         raise LookupError("the connection's change sequence is missing")
     return int(rows[0]["last_change_seq"])
+
+
+# ---------------------------------------------------------------- a manifest declares anew
+
+
+def connector_connections(connector_id: str) -> Execute:
+    """The connections of a connector, in id order (decoded by `connection_ids`)."""
+    return Execute(
+        select(connections.c.connection_id)
+        .where(connections.c.connector_id == connector_id)
+        .order_by(connections.c.connection_id)
+    )
+
+
+def connection_ids(rows: Rows) -> list[str]:
+    return [str(row["connection_id"]) for row in rows]
+
+
+def live_record_page(connection_id: str, stream: str, after: str, limit: int) -> Execute:
+    """The next `limit` live records of a stream after record id `after`, in id order (decoded
+    by `live_record_ids`)."""
+    return Execute(
+        select(records.c.record_id)
+        .where(
+            records.c.connection_id == connection_id,
+            records.c.stream == stream,
+            records.c.deleted == False,  # noqa: E712 - SQL comparison
+            records.c.record_id > after,
+        )
+        .order_by(records.c.record_id)
+        .limit(limit)
+    )
+
+
+def live_record_ids(rows: Rows) -> list[str]:
+    return [str(row["record_id"]) for row in rows]
+
+
+def short_values(
+    connection_id: str, stream: str, record_ids: Sequence[str], paths: Sequence[str]
+) -> Execute:
+    """The stored text of the records' listed fields that can have a comparable form: strings
+    of at most `MAX_COMPARABLE_CHARS` code points whatever their kind, JSON scalars and arrays
+    (never an object, never a longer string), chunks in order (decoded by
+    `stored_short_values`)."""
+    chunk_of_field = and_(
+        field_chunks.c.connection_id == fields.c.connection_id,
+        field_chunks.c.stream == fields.c.stream,
+        field_chunks.c.record_id == fields.c.record_id,
+        field_chunks.c.path == fields.c.path,
+    )
+    return Execute(
+        select(fields.c.record_id, fields.c.path, fields.c.kind, field_chunks.c.text)
+        .select_from(fields.outerjoin(field_chunks, chunk_of_field))
+        .where(
+            fields.c.connection_id == connection_id,
+            fields.c.stream == stream,
+            fields.c.record_id.in_(list(record_ids)),
+            fields.c.path.in_(list(paths)),
+            or_(
+                and_(
+                    fields.c.kind.in_(["text", "base64", "binary"]),
+                    fields.c.size_chars <= MAX_COMPARABLE_CHARS,
+                ),
+                and_(fields.c.kind == "json", fields.c.json_type != "object"),
+            ),
+        )
+        .order_by(fields.c.record_id, fields.c.path, field_chunks.c.chunk_no)
+    )
+
+
+def stored_short_values(rows: Rows) -> dict[str, dict[str, Any]]:
+    """`short_values`' answer as values, per record id and path: a string as it is, JSON (and a
+    string holding NUL, kept as its JSON text) decoded."""
+    texts: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    for row in rows:
+        key = (str(row["record_id"]), str(row["path"]))
+        kind, pieces = texts.setdefault(key, (str(row["kind"]), []))
+        if row["text"] is not None:
+            pieces.append(str(row["text"]))
+    found: dict[str, dict[str, Any]] = {}
+    for (record_id, path), (kind, pieces) in texts.items():
+        text = "".join(pieces)
+        found.setdefault(record_id, {})[path] = (
+            json.loads(text) if kind in ("json", "binary") else text
+        )
+    return found
+
+
+def delete_path_values(connection_id: str, stream: str, paths: Sequence[str]) -> Execute:
+    """Every comparable row of the listed fields in a connection's stream."""
+    return Execute(
+        delete(field_values).where(
+            field_values.c.connection_id == connection_id,
+            field_values.c.stream == stream,
+            field_values.c.path.in_(list(paths)),
+        )
+    )

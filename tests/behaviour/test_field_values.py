@@ -6,17 +6,26 @@ holds its number in the run, and identical upserts take none)."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 from typing import Any
 
 import pytest
 from _fronts import FRONTS, Front, open_front
-from _values import STREAM, VALUES_MANIFEST, change_seqs, expected_values, stored_values
+from _values import (
+    STREAM,
+    VALUES_MANIFEST,
+    change_seqs,
+    expected_values,
+    spec,
+    stored_values,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pdpp_store import NotFound
+from pdpp_store._core.manifest import Manifest, StreamSpec
 
 _CONNECTIONS = itertools.count()
 IDS = ("a", "b", "c", "d")
@@ -160,7 +169,7 @@ def test_stored_values_and_change_sequence_follow_every_write(db_url: str, front
         store.close()
 
 
-EDGES = [
+EDGES: list[dict[str, Any]] = [
     {"id": "a", "title": "a\x00B", "tags": ["x\x00", "\x01y", 2**53 + 1, 0.1, True, None, "X\x00"]},
     {"id": "b", "n": 1.2345678901234567, "maybe": None, "flag": False, "when": "2026-03-01"},
     {"id": "c", "n": 2**63 - 1, "anything": -(2**63), "title": "İstanbul", "doc": {"k": 1}},
@@ -187,3 +196,52 @@ def test_edge_values_are_stored_exactly(db_url: str, front: Front) -> None:
         store.upsert_records("edges", STREAM, again)
         model.upsert(again)
         _check(db_url, "edges", model)
+
+
+def _redeclared() -> dict[str, Any]:
+    """`VALUES_MANIFEST` with `title` binary (base64), `n` and `tags` undeclared, `extra`
+    declared."""
+    changed = copy.deepcopy(VALUES_MANIFEST)
+    properties = changed["streams"][0]["schema"]["properties"]
+    properties["title"] = {"type": "string", "contentEncoding": "base64"}
+    del properties["n"], properties["tags"]
+    properties["extra"] = {"type": ["string", "number", "null"]}
+    del changed["streams"][0]["query"]
+    return changed
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_stored_values_follow_a_manifest_that_declares_anew(db_url: str, front: Front) -> None:
+    """Registering a manifest that declares other fields gives stored records exactly the rows
+    a write under it would: fields no longer declared (or now binary) lose theirs, fields newly
+    declared get them from the stored text, on every connection of the connector, deleted
+    records excepted; and back again."""
+    records = [
+        {"id": "a", "title": "Hello", "n": 2**53 + 1, "tags": ["x", 2], "extra": "Éé"},
+        {"id": "b", "title": "y" * 300, "extra": 0.1, "when": "2026-03-01"},
+        {"id": "c", "extra": [1], "title": "a\x00b"},
+        {"id": "d", "extra": None},
+        {"id": "e", "extra": "gone"},
+    ]
+    redeclared = _redeclared()
+    later = Manifest.from_dict(redeclared).spec(STREAM)
+    assert later is not None
+    with open_front(front, db_url, batch_size=BATCH_SIZE) as store:
+        store.register_manifest(VALUES_MANIFEST)
+        for connection_id in ("r1", "r2"):
+            store.add_connection(connection_id, VALUES_MANIFEST["connector_id"])
+            store.upsert_records(connection_id, STREAM, records)
+        store.delete_record("r1", STREAM, "e")
+        live = {"r1": records[:4], "r2": records}
+
+        def check(declared: StreamSpec) -> None:
+            for connection_id, kept in live.items():
+                expected = expected_values({r["id"]: r for r in kept}, declared)
+                assert stored_values(db_url, connection_id) == expected
+
+        check(spec())
+        store.register_manifest(redeclared)
+        check(later)
+        assert any(row[1] == "extra" for row in stored_values(db_url, "r1"))
+        store.register_manifest(VALUES_MANIFEST)
+        check(spec())

@@ -353,7 +353,7 @@ def test_the_values_migration_backfills_what_the_writer_stores(db_url: str) -> N
         store.register_manifest(VALUES_MANIFEST)
         for connection_id in ("m1", "m2"):
             store.add_connection(connection_id, connector)
-        first = [
+        first: list[dict[str, Any]] = [
             {"id": "a", "title": "Hello", "n": 2**53 + 1, "tags": ["x", "X", 1.5, None, [1]]},
             {"id": "b", "title": "z" * 300, "when": "2026-03-01T10:00:00+02:00", "flag": True},
             {"id": "c", "n": 0.1, "maybe": None, "anything": "2026-01-02", "doc": {"k": 1}},
