@@ -132,6 +132,6 @@ def change_seqs(url: str, connection_id: str) -> tuple[dict[str, tuple[int, bool
         (connection_id,),
     )
     (last,) = _rows(
-        url, "SELECT last_change_seq FROM connections WHERE connection_id = ?", (connection_id,)
+        url, "SELECT last_change_seq FROM change_counters WHERE connection_id = ?", (connection_id,)
     )
     return {r: (int(seq), bool(deleted)) for r, seq, deleted in records}, int(last[0])

@@ -5,9 +5,9 @@
   the exact number, the boolean, null, and an array's comparable elements), indexed with
   `connection_id` leading for equality (`kind`, `text`), numbers and instants (ranges and keyset
   order, `record_id` last).
-- `connections.last_change_seq` and `records.change_seq`: every insert, update or delete of a
-  record takes the next value of its connection's sequence; `ix_records_changes` orders a
-  stream's changes.
+- `change_counters` (one row per connection, keyed by `connection_id` like record data: every
+  write raises it) and `records.change_seq`: every insert, update or delete of a record takes
+  the next value of its connection's sequence; `ix_records_changes` orders a stream's changes.
 
 The backfill gives existing databases exactly what the writer gives a fresh one. Each record's
 change sequence is its rank in its connection by last change (`updated_at`, then stream and
@@ -60,32 +60,40 @@ def _number(postgres: bool) -> str:
 
 
 def _change_sequences() -> None:
-    op.add_column(
-        "connections",
-        sa.Column("last_change_seq", sa.BigInteger(), nullable=False, server_default="0"),
+    op.create_table(
+        "change_counters",
+        sa.Column("connection_id", _key(), primary_key=True),
+        sa.Column("last_change_seq", sa.BigInteger(), nullable=False),
     )
     op.add_column(
         "records", sa.Column("change_seq", sa.BigInteger(), nullable=False, server_default="0")
     )
     bind = op.get_bind()
-    # One connection at a time: no statement reaches across connections (the schema stays
-    # distributable by connection).
-    for (connection_id,) in bind.execute(sa.text("SELECT connection_id FROM connections")).all():
-        bind.execute(
-            sa.text(
-                "UPDATE records SET change_seq = ranked.seq FROM ("
-                " SELECT stream, record_id, row_number() OVER ("
-                "  ORDER BY updated_at, stream, record_id) AS seq"
-                " FROM records WHERE connection_id = :c) AS ranked"
-                " WHERE records.connection_id = :c"
-                " AND records.stream = ranked.stream AND records.record_id = ranked.record_id"
-            ),
-            {"c": connection_id},
-        )
-    op.execute(
-        "UPDATE connections SET last_change_seq = coalesce((SELECT max(r.change_seq)"
-        " FROM records r WHERE r.connection_id = connections.connection_id), 0)"
+    # One connection at a time, numbered here: no statement reaches across connections or
+    # joins records to a derived table of records (the schema stays distributable).
+    ranked = sa.text(
+        "SELECT stream, record_id FROM records WHERE connection_id = :c"
+        " ORDER BY updated_at, stream, record_id"
+    ).execution_options(stream_results=True, yield_per=BATCH_ROWS)
+    numbered = sa.text(
+        "UPDATE records SET change_seq = :seq"
+        " WHERE connection_id = :c AND stream = :s AND record_id = :r"
     )
+    for (connection_id,) in bind.execute(sa.text("SELECT connection_id FROM connections")).all():
+        seq = 0
+        batch: list[dict[str, Any]] = []
+        for stream, record_id in bind.execute(ranked, {"c": connection_id}):
+            seq += 1
+            batch.append({"seq": seq, "c": connection_id, "s": stream, "r": record_id})
+            if len(batch) == BATCH_ROWS:
+                bind.execute(numbered, batch)
+                batch = []
+        if batch:
+            bind.execute(numbered, batch)
+        bind.execute(
+            sa.text("INSERT INTO change_counters (connection_id, last_change_seq) VALUES (:c, :n)"),
+            {"c": connection_id, "n": seq},
+        )
     op.create_index("ix_records_changes", "records", ["connection_id", "stream", "change_seq"])
 
 
@@ -233,5 +241,4 @@ def downgrade() -> None:
     op.drop_index("ix_records_changes", table_name="records")
     with op.batch_alter_table("records") as batch:
         batch.drop_column("change_seq")
-    with op.batch_alter_table("connections") as batch:
-        batch.drop_column("last_change_seq")
+    op.drop_table("change_counters")

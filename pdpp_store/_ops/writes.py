@@ -188,6 +188,7 @@ def add_connection(connection_id: str, connector_id: str) -> Op[None]:
             )
         return
     yield write_sql.insert_connection(connection_id, connector_id, _now())
+    yield value_sql.insert_change_counter(connection_id)
 
 
 def load_stream(connection_id: str, stream: str) -> Op[StreamSpec]:

@@ -31,9 +31,12 @@ Rules:
    equality of any non-number kind (`kind`, `text`), numbers (`num`, `record_id`) and instants
    (`instant`, `record_id`), the last two shaped for ranges and keyset order.
 9. Every change of a record (insert, update, delete) takes the next value of its connection's
-   change sequence: `connections.last_change_seq` is raised in the write's transaction (the row
-   lock orders concurrent writers on Postgres, `BEGIN IMMEDIATE` on SQLite) and the record keeps
-   it in `records.change_seq`, indexed `(connection_id, stream, change_seq)` for changes pages.
+   change sequence: `change_counters.last_change_seq` is raised in the write's transaction (the
+   row lock orders concurrent writers on Postgres, `BEGIN IMMEDIATE` on SQLite) and the record
+   keeps it in `records.change_seq`, indexed `(connection_id, stream, change_seq)` for changes
+   pages. The counter is a record-data table keyed by `connection_id` (Rule 1), not a column of
+   the catalogue's `connections`: every write raises it, and a distributed database would
+   otherwise write a reference table, on every node, in every write.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ __all__ = [
     "SEARCH_INDEX_OBJECTS",
     "blob_chunks",
     "blobs",
+    "change_counters",
     "connections",
     "cursor_keys",
     "field_chunks",
@@ -136,7 +140,13 @@ connections = Table(
     Column("connection_id", key_text(), primary_key=True),
     Column("connector_id", key_text(), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("last_change_seq", BigInteger, nullable=False, server_default=text("0")),
+)
+
+change_counters = Table(
+    "change_counters",
+    metadata,
+    Column("connection_id", key_text(), primary_key=True),
+    Column("last_change_seq", BigInteger, nullable=False),
 )
 
 records = Table(

@@ -10,10 +10,11 @@ Rules:
    like the chunk rows; a number is bound as the driver's int or float and stored exactly
    (`dialects.exact_number`).
 3. A write takes its change sequence values in one statement per batch (`take_change_seqs`):
-   the connection's counter is raised by the number of records the batch changes and the new
-   top is returned; the batch numbers its records `top - n + 1 .. top` in the order it writes
-   them. On Postgres the counter's row stays locked until the write commits, so a later writer
-   of the connection waits and takes higher values, and values commit in their order.
+   the connection's counter (`change_counters`) is raised by the number of records the batch
+   changes and the new top is returned; the batch numbers its records `top - n + 1 .. top` in
+   the order it writes them. On Postgres the counter's row stays locked until the write
+   commits, so a later writer of the connection waits and takes higher values, and values
+   commit in their order.
 4. When a manifest changes which fields are declared and text-like, the rows of stored records
    follow (`_ops.writes.register_manifest`): rows of fields no longer declared are removed
    (`delete_path_values`), and fields newly declared are read back (`short_values`: only what
@@ -27,14 +28,22 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, delete, or_, select, update
+from sqlalchemy import Select, and_, bindparam, delete, insert, or_, select, update
 from sqlalchemy.sql.base import Executable
 
 from pdpp_store._core.filters import MAX_COMPARABLE_CHARS
 
 from .dialects import Capabilities, exact_number
 from .requests import DriverSQL, Execute, Rows
-from .tables import connections, field_chunks, field_values, fields, manifests, records
+from .tables import (
+    change_counters,
+    connections,
+    field_chunks,
+    field_values,
+    fields,
+    manifests,
+    records,
+)
 
 __all__ = [
     "VALUE_COLUMNS",
@@ -45,6 +54,7 @@ __all__ = [
     "delete_path_values",
     "delete_record_values",
     "delete_values",
+    "insert_change_counter",
     "insert_values",
     "live_record_ids",
     "live_record_page",
@@ -116,6 +126,11 @@ def delete_record_values(connection_id: str, stream: str, record_id: str) -> Exe
     )
 
 
+def insert_change_counter(connection_id: str) -> Execute:
+    """A new connection's change sequence, at 0 (written with the connection)."""
+    return Execute(insert(change_counters), {"connection_id": connection_id, "last_change_seq": 0})
+
+
 def take_change_seqs(connection_id: str, count: int) -> Execute:
     """Raise the connection's change sequence by `count` and return its new top (decoded by
     `change_seq_top`), Rule 3."""
@@ -125,10 +140,10 @@ def take_change_seqs(connection_id: str, count: int) -> Execute:
 @cache
 def _take_change_seqs() -> Executable:
     return (
-        update(connections)
-        .where(connections.c.connection_id == bindparam("k_connection_id"))
-        .values(last_change_seq=connections.c.last_change_seq + bindparam("n"))
-        .returning(connections.c.last_change_seq)
+        update(change_counters)
+        .where(change_counters.c.connection_id == bindparam("k_connection_id"))
+        .values(last_change_seq=change_counters.c.last_change_seq + bindparam("n"))
+        .returning(change_counters.c.last_change_seq)
     )
 
 

@@ -216,7 +216,7 @@ def test_stored_values_follow_a_manifest_that_declares_anew(db_url: str, front: 
     a write under it would: fields no longer declared (or now binary) lose theirs, fields newly
     declared get them from the stored text, on every connection of the connector, deleted
     records excepted; and back again."""
-    records = [
+    records: list[dict[str, Any]] = [
         {"id": "a", "title": "Hello", "n": 2**53 + 1, "tags": ["x", 2], "extra": "Éé"},
         {"id": "b", "title": "y" * 300, "extra": 0.1, "when": "2026-03-01"},
         {"id": "c", "extra": [1], "title": "a\x00b"},
