@@ -51,6 +51,10 @@ Rules:
    `in` of one distinct value is that equality), range bounds in operator order. So two filters
    that match the same records by these rules (`{"f": "ABC"}` and `{"f": "abc"}`, `1` and
    `1.0`) have one `canonical` text and one `fingerprint`, which binds cursors to the filter.
+6. What the write path stores (`comparable_rows`) is compared in SQL as text where it is a
+   string: `stored_text` makes a folded string storable on every database (Postgres text
+   cannot hold NUL) without changing which strings are equal, so a statement compares
+   `stored_text` of the filter's value with the stored column.
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ __all__ = [
     "filter_operators",
     "matches",
     "parse_filter",
+    "stored_text",
 ]
 
 MAX_CLAUSES = 16
@@ -535,6 +540,19 @@ def comparable_rows(spec: StreamSpec, fields: Mapping[str, Any]) -> tuple[Stored
         if form is not None:
             rows.append(StoredComparable(name, False, form))
     return tuple(rows)
+
+
+_ESCAPE = "\x01"
+
+
+def stored_text(folded: str) -> str:
+    """A folded string as the database stores and compares it (rule 6): itself, unless it holds
+    NUL or opens with U+0001; then U+0001 followed by the string with U+0001 written twice and
+    NUL written as U+0001 U+0002. One-to-one, and never holding NUL."""
+    if "\x00" not in folded and not folded.startswith(_ESCAPE):
+        return folded
+    escaped = folded.replace(_ESCAPE, _ESCAPE * 2).replace("\x00", _ESCAPE + "\x02")
+    return _ESCAPE + escaped
 
 
 def matches(filter: Filter, fields: Mapping[str, Any]) -> bool:

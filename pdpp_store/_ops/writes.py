@@ -7,16 +7,20 @@ Rules:
    unwritten; batches before it stay committed (`UpsertResult` of a failure says how many).
    A call with at most `batch_size` records is all or nothing.
 2. An identical record (same field digests) is not written at all. A changed record gets its
-   version bumped and only its changed fields rewritten, so cursors on unchanged fields stay
-   valid. Deletes are soft.
+   version bumped and only its changed fields rewritten (their comparable values with them), so
+   cursors on unchanged fields stay valid. Deletes are soft: the record and its fields stay for
+   its tombstone, its comparable values go (a deleted record matches no filter).
 3. Large values are written in bounded groups of chunk rows produced lazily, so ingestion holds
    the value plus a constant, not copies of it.
 4. Where the store fills the search index itself (SQLite), a write indexes exactly the fields
    search may ask for (`_indexed`), in its own transaction, two statements per batch (long
    fields' chunks, then the fields indexed whole: `_sql.index.INDEX_LONG_BASE`); a manifest
    that declares more searchable fields indexes what is stored (`_index_newly_searchable`).
-5. Every statement comes from a builder of `_sql` (`write_sql`, `index_sql`, `blob_sql`,
-   `catalogue_sql`); nothing here spells SQL.
+5. Every statement comes from a builder of `_sql` (`write_sql`, `value_sql`, `index_sql`,
+   `blob_sql`, `catalogue_sql`); nothing here spells SQL.
+6. Every record a batch inserts or changes, and every delete, takes the next value of its
+   connection's change sequence, in the order the batch writes (record ids in code-point
+   order), in the write's own transaction (`value_sql.take_change_seqs`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -32,6 +36,7 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from pdpp_store._core.errors import BadRequest, NotFound, StoreError
+from pdpp_store._core.filters import comparable_rows, stored_text
 from pdpp_store._core.identity import (
     blob_id_for,
     is_unicode,
@@ -43,6 +48,7 @@ from pdpp_store._core.values import CHUNK_CHARS, EncodedField, EncodedRecord, en
 from pdpp_store._sql import blobs as blob_sql
 from pdpp_store._sql import catalogue as catalogue_sql
 from pdpp_store._sql import index as index_sql
+from pdpp_store._sql import values as value_sql
 from pdpp_store._sql import writes as write_sql
 from pdpp_store._sql.requests import COMMIT, Op
 from pdpp_store.evidence import BlobInfo, UpsertResult
@@ -86,6 +92,56 @@ def register_manifest(manifest: Manifest) -> Op[None]:
         yield statement
     if before is not None:  # a new connector has no connection, so nothing stored to index
         yield from _index_newly_searchable(before, manifest)
+        yield from _value_newly_declared(before, manifest)
+
+
+VALUE_PAGE_RECORDS = 500
+
+
+def _comparable_paths(spec: StreamSpec | None) -> set[str]:
+    """The fields `comparable_rows` looks at: declared and text-like."""
+    if spec is None:
+        return set()
+    return {name for name, known in spec.declared.items() if known.text_like}
+
+
+def _value_newly_declared(before: Manifest, after: Manifest) -> Op[None]:
+    """Stored records' comparable values follow the manifest (`value_sql` Rule 4): a field no
+    longer declared (or now binary) loses its rows, a field newly declared text-like gets them,
+    read back from what is stored, a page of records at a time, one connection at a time."""
+    for spec in after.streams:
+        old = _comparable_paths(before.spec(spec.name))
+        new = _comparable_paths(spec)
+        added, removed = sorted(new - old), sorted(old - new)
+        if not added and not removed:
+            continue
+        ids = value_sql.connection_ids(
+            (yield value_sql.connector_connections(after.connector_id)) or []
+        )
+        for connection_id in ids:
+            if removed:
+                yield value_sql.delete_path_values(connection_id, spec.name, removed)
+            if added:
+                yield from _value_stored(connection_id, spec, added)
+
+
+def _value_stored(connection_id: str, spec: StreamSpec, paths: list[str]) -> Op[None]:
+    after = ""
+    while True:
+        page = value_sql.live_record_ids(
+            (yield value_sql.live_record_page(connection_id, spec.name, after, VALUE_PAGE_RECORDS))
+            or []
+        )
+        if not page:
+            return
+        stored = value_sql.stored_short_values(
+            (yield value_sql.short_values(connection_id, spec.name, page, paths)) or []
+        )
+        valued = [(record_id, sorted(values)) for record_id, values in sorted(stored.items())]
+        rows = _value_rows(connection_id, spec.name, spec, stored, valued)
+        if rows:
+            yield value_sql.insert_values(rows)
+        after = page[-1]
 
 
 def _index_newly_searchable(before: Manifest, after: Manifest) -> Op[None]:
@@ -132,6 +188,7 @@ def add_connection(connection_id: str, connector_id: str) -> Op[None]:
             )
         return
     yield write_sql.insert_connection(connection_id, connector_id, _now())
+    yield value_sql.insert_change_counter(connection_id)
 
 
 def load_stream(connection_id: str, stream: str) -> Op[StreamSpec]:
@@ -165,6 +222,16 @@ class _BatchPlan:
     changed_records: list[dict[str, Any]] = field(default_factory=list)
     dropped_fields: list[dict[str, Any]] = field(default_factory=list)
     new_fields: list[tuple[str, EncodedField]] = field(default_factory=list)
+    valued: list[tuple[str, list[str]]] = field(default_factory=list)
+    """Per record written, the paths whose comparable values are (re)written."""
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    """The rows of `new_records` and `changed_records` in the order they take change values."""
+
+    def number_changes(self, top: int) -> None:
+        """Give the changes the connection's values `top - n + 1 .. top`, in order (Rule 6)."""
+        first = top - len(self.changes) + 1
+        for offset, row in enumerate(self.changes):
+            row["change_seq"] = first + offset
 
 
 def _field_rows(
@@ -189,6 +256,48 @@ def _field_rows(
         )
         for record_id, item in new_fields
     ]
+
+
+def _value_rows(
+    connection_id: str,
+    stream: str,
+    spec: StreamSpec,
+    raw: Mapping[str, Mapping[str, Any]],
+    valued: list[tuple[str, list[str]]],
+) -> list[tuple[Any, ...]]:
+    """`field_values` rows in `value_sql.VALUE_COLUMNS` order: the comparable forms
+    (`comparable_rows`) of each record's listed fields, elements numbered from 1."""
+    rows: list[tuple[Any, ...]] = []
+    for record_id, paths in valued:
+        item = raw[record_id]
+        element = 0
+        last = None
+        for stored in comparable_rows(spec, {path: item[path] for path in paths}):
+            form = stored.form
+            if stored.field != last:
+                element, last = 0, stored.field
+            if stored.element:
+                element += 1
+            if form.kind == "string":
+                text = stored_text(str(form.value))
+            elif form.kind == "boolean":
+                text = "true" if form.value else "false"
+            else:
+                text = None
+            rows.append(
+                (
+                    connection_id,
+                    stream,
+                    record_id,
+                    stored.field,
+                    element if stored.element else 0,
+                    form.kind,
+                    text,
+                    form.value if form.kind == "number" else None,
+                    form.instant,
+                )
+            )
+    return rows
 
 
 def _plan_batch(
@@ -219,7 +328,9 @@ def _plan_batch(
                     "updated_at": now,
                 }
             )
+            plan.changes.append(plan.new_records[-1])
             plan.new_fields.extend((record_id, f) for f in record.fields)
+            plan.valued.append((record_id, [f.path for f in record.fields]))
             result.inserted += 1
             continue
         if before.digest == digest and not before.deleted:
@@ -236,6 +347,7 @@ def _plan_batch(
                 "updated_at": now,
             }
         )
+        plan.changes.append(plan.changed_records[-1])
         result.updated += 1
         stored = old_fields.get(record_id, {})
         kept = set()
@@ -244,6 +356,10 @@ def _plan_batch(
                 kept.add(item.path)
             else:
                 plan.new_fields.append((record_id, item))
+        # A deleted record has no values left (Rule 2): coming back, every field gets its own.
+        valued = [f.path for f in record.fields if before.deleted or f.path not in kept]
+        if valued:
+            plan.valued.append((record_id, valued))
         plan.dropped_fields.extend(
             {
                 "k_connection_id": connection_id,
@@ -257,14 +373,12 @@ def _plan_batch(
     return plan
 
 
-def _searchable(connection_id: str, stream: str) -> Op[frozenset[str]]:
-    """The stream's `lexical_fields`, where the store fills its search index itself (SQLite);
-    elsewhere nothing is asked and the answer is empty."""
-    rows = yield index_sql.manifest_of_connection(connection_id)
-    if not rows:
-        return frozenset()
-    spec = _parsed(rows[0]["document"]).spec(stream)
-    return frozenset(spec.lexical_fields if spec else ())
+def _declared(connection_id: str, stored: StreamSpec) -> Op[StreamSpec]:
+    """The stream as its manifest declares it (fields, `lexical_fields`): `load_stream`'s spec
+    is built from the stream's stored row, which keeps only its key, consent field and hints."""
+    rows = yield value_sql.connection_manifest(connection_id)
+    declared = _parsed(rows[0]["document"]).spec(stored.name) if rows else None
+    return declared if declared is not None else stored
 
 
 def _indexed(item: EncodedField, searchable: frozenset[str]) -> bool:
@@ -300,13 +414,15 @@ def upsert_records(
     connection_id: str, stream: str, items: Iterable[object], batch_size: int
 ) -> Op[UpsertResult]:
     spec = yield from load_stream(connection_id, stream)
-    searchable = yield from _searchable(connection_id, stream)
+    declared = yield from _declared(connection_id, spec)
+    searchable = frozenset(declared.lexical_fields)  # indexed where the store fills the index
     result = UpsertResult()
     changed: Counter[str] = Counter()  # rows written per record table since the last ANALYZE
     position = 0
     batches = _batched(items, batch_size)
     while True:
         encoded: dict[str, EncodedRecord] = {}
+        raw: dict[str, Mapping[str, Any]] = {}
         try:
             batch = next(batches, None)
             if batch is None:
@@ -314,6 +430,8 @@ def upsert_records(
             for item in batch:
                 record = encode_record(item, spec, position)
                 encoded[record.record_id] = record  # the last of duplicates in a batch wins
+                if isinstance(item, Mapping):  # always: `encode_record` checked it
+                    raw[record.record_id] = item
                 position += 1
         except StoreError as exc:
             exc.details.update(index=position, committed=result.to_dict())
@@ -338,6 +456,9 @@ def upsert_records(
             old_fields=old_fields,
             result=result,
         )
+        if plan.changes:
+            top = yield value_sql.take_change_seqs(connection_id, len(plan.changes))
+            plan.number_changes(value_sql.change_seq_top(top or []))
         if plan.new_records:
             yield write_sql.insert_records(plan.new_records)
         if plan.changed_records:
@@ -350,6 +471,9 @@ def upsert_records(
             for statement in write_sql.delete_fields(plan.dropped_fields):
                 yield statement
             yield index_sql.unregister_index_fields(connection_id, stream, dropped)
+        values = _value_rows(connection_id, stream, declared, raw, plan.valued)
+        if values:
+            yield value_sql.insert_values(values)
         if plan.new_fields:
             yield write_sql.insert_fields(_field_rows(connection_id, stream, plan.new_fields))
             rows = _chunk_rows(connection_id, stream, plan.new_fields)
@@ -395,7 +519,11 @@ def delete_record(connection_id: str, stream: str, record_id: str) -> Op[None]:
     )
     if version is None:
         raise NotFound("not_found", f"record {record_id!r} is not found", param="record_id")
-    yield write_sql.mark_deleted(connection_id, stream, record_id, version + 1, _now())
+    top = value_sql.change_seq_top((yield value_sql.take_change_seqs(connection_id, 1)) or [])
+    yield value_sql.delete_record_values(connection_id, stream, record_id)
+    yield write_sql.mark_deleted(
+        connection_id, stream, record_id, version=version + 1, now=_now(), change_seq=top
+    )
 
 
 # ---------------------------------------------------------------- blobs

@@ -10,7 +10,8 @@ owns it, so the builders use one name for it:
   `instr`, `max`, `min`), and `id_set`, the names of one list parameter as a subquery;
 - `IdList`, the type of that parameter (a text array where lists bind as arrays, else JSON);
 - `insert_ignoring`, the dialect's `INSERT .. ON CONFLICT DO NOTHING` construct;
-- `bound_rows`, rows bound as one JSON parameter, read back as a table.
+- `bound_rows`, rows bound as one JSON parameter, read back as a table;
+- `exact_number`, a number parameter as the exact value of a NUMERIC column.
 
 Rules:
 1. A difference between the databases is written here as a capability (a fact about what the
@@ -60,6 +61,7 @@ __all__ = [
     "IdList",
     "bound_rows",
     "capabilities",
+    "exact_number",
     "greatest",
     "id_set",
     "insert_ignoring",
@@ -317,3 +319,14 @@ _BOUND_ROWS: dict[str, Callable[[str, BoundColumns], Subquery]] = {
     SQLITE.name: _bound_rows_sqlite,
     POSTGRESQL.name: _bound_rows_postgresql,
 }
+
+
+def exact_number(marker: str, caps: Capabilities) -> str:
+    """A positional parameter holding a Python int or float, as the exact NUMERIC value of that
+    number. Postgres converts a double to NUMERIC with 15 significant digits, so the double goes
+    through its text, which since Postgres 12 is the shortest that reads back as the same double
+    (`extra_float_digits` 1, the default); an int is exact either way. SQLite stores the driver's
+    int or float as it is (its own text-to-real conversion is not always exact)."""
+    if caps.name == "postgresql":
+        return f"CAST(CAST({marker} AS TEXT) AS NUMERIC)"
+    return marker

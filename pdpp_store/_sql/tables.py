@@ -20,6 +20,23 @@ Rules:
    its objects so the schema comparison knows them, and a test checks they exist. The SQLite
    side table `search_fields` holds record keys: its unique key leads with `connection_id`
    (Rule 1); its integer primary key exists only to name chunks in the FTS5 rowid.
+8. `field_values` holds what a filter compares (`_core.filters.comparable_rows`, written by the
+   same write that writes the field): one row per comparable form of a live record's field,
+   `element` 0 for the field's own scalar value and 1, 2, ... for an array's comparable
+   elements (`has`). `kind` is the form's JSON kind (`null`, `boolean`, `number`, `string`);
+   `text` the folded string as `filters.stored_text` gives it (`true`/`false` for a boolean,
+   NULL for null and numbers), `num` the
+   exact number (NUMERIC: never rounded through a double), `instant` the normalised instant of a
+   string that is a date or date-time. Its indexes lead with `connection_id` and the field: the
+   equality of any non-number kind (`kind`, `text`), numbers (`num`, `record_id`) and instants
+   (`instant`, `record_id`), the last two shaped for ranges and keyset order.
+9. Every change of a record (insert, update, delete) takes the next value of its connection's
+   change sequence: `change_counters.last_change_seq` is raised in the write's transaction (the
+   row lock orders concurrent writers on Postgres, `BEGIN IMMEDIATE` on SQLite) and the record
+   keeps it in `records.change_seq`, indexed `(connection_id, stream, change_seq)` for changes
+   pages. The counter is a record-data table keyed by `connection_id` (Rule 1), not a column of
+   the catalogue's `connections`: every write raises it, and a distributed database would
+   otherwise write a reference table, on every node, in every write.
 """
 
 from __future__ import annotations
@@ -33,10 +50,12 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    Numeric,
     PrimaryKeyConstraint,
     SmallInteger,
     Table,
     Text,
+    text,
 )
 
 from .dialects import key_text
@@ -46,9 +65,11 @@ __all__ = [
     "SEARCH_INDEX_OBJECTS",
     "blob_chunks",
     "blobs",
+    "change_counters",
     "connections",
     "cursor_keys",
     "field_chunks",
+    "field_values",
     "fields",
     "manifests",
     "metadata",
@@ -121,6 +142,13 @@ connections = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
+change_counters = Table(
+    "change_counters",
+    metadata,
+    Column("connection_id", key_text(), primary_key=True),
+    Column("last_change_seq", BigInteger, nullable=False),
+)
+
 records = Table(
     "records",
     metadata,
@@ -129,7 +157,9 @@ records = Table(
     Column("digest", Text, nullable=False),
     Column("deleted", Boolean, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("change_seq", BigInteger, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("connection_id", "stream", "record_id"),
+    Index("ix_records_changes", "connection_id", "stream", "change_seq"),
 )
 
 fields = Table(
@@ -161,6 +191,22 @@ field_chunks = Table(
     Column("folded", key_text()),
     Column("lookahead", key_text()),
     PrimaryKeyConstraint("connection_id", "stream", "record_id", "path", "chunk_no"),
+)
+
+field_values = Table(
+    "field_values",
+    metadata,
+    *record_key(),
+    Column("path", key_text(), nullable=False),
+    Column("element", Integer, nullable=False),
+    Column("kind", key_text(), nullable=False),
+    Column("text", key_text()),
+    Column("num", Numeric),
+    Column("instant", key_text()),
+    PrimaryKeyConstraint("connection_id", "stream", "record_id", "path", "element"),
+    Index("ix_field_values_text", "connection_id", "stream", "path", "kind", "text"),
+    Index("ix_field_values_num", "connection_id", "stream", "path", "num", "record_id"),
+    Index("ix_field_values_instant", "connection_id", "stream", "path", "instant", "record_id"),
 )
 
 blobs = Table(

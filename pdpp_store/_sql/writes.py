@@ -29,7 +29,16 @@ from pdpp_store._core.manifest import Manifest
 
 from .dialects import Capabilities, insert_ignoring
 from .requests import DriverSQL, Execute, Rows
-from .tables import connections, cursor_keys, field_chunks, fields, manifests, records, streams
+from .tables import (
+    connections,
+    cursor_keys,
+    field_chunks,
+    field_values,
+    fields,
+    manifests,
+    records,
+    streams,
+)
 
 __all__ = [
     "CHUNK_COLUMNS",
@@ -222,8 +231,8 @@ def insert_records(rows: Sequence[Mapping[str, Any]]) -> Execute:
 
 
 def update_records(rows: Sequence[Mapping[str, Any]]) -> Execute:
-    """A changed record's new version, digest, deletion flag and time, per row (keyed by
-    `k_connection_id`, `k_stream`, `k_record_id`)."""
+    """A changed record's new version, digest, deletion flag, time and change sequence value,
+    per row (keyed by `k_connection_id`, `k_stream`, `k_record_id`)."""
     return Execute(_update_record(), rows)
 
 
@@ -240,6 +249,7 @@ def _update_record() -> Executable:
             digest=bindparam("digest"),
             deleted=bindparam("deleted"),
             updated_at=bindparam("updated_at"),
+            change_seq=bindparam("change_seq"),
         )
     )
 
@@ -273,10 +283,14 @@ def _insert_rows(table_name: str, columns: tuple[str, ...], caps: Capabilities) 
     return DriverSQL(f"INSERT INTO {table_name} ({', '.join(columns)}) VALUES ({markers})")
 
 
-def delete_fields(rows: Sequence[Mapping[str, Any]]) -> tuple[Execute, Execute]:
-    """The chunks, then the fields, of one record's listed paths per row (keyed by
-    `k_connection_id`, `k_stream`, `k_record_id`, `k_path`)."""
-    return Execute(_delete_fields(field_chunks), rows), Execute(_delete_fields(fields), rows)
+def delete_fields(rows: Sequence[Mapping[str, Any]]) -> tuple[Execute, Execute, Execute]:
+    """The comparable values, the chunks, then the fields, of one record's listed paths per row
+    (keyed by `k_connection_id`, `k_stream`, `k_record_id`, `k_path`)."""
+    return (
+        Execute(_delete_fields(field_values), rows),
+        Execute(_delete_fields(field_chunks), rows),
+        Execute(_delete_fields(fields), rows),
+    )
 
 
 def _delete_fields(table: Any) -> Executable:
@@ -308,9 +322,10 @@ def record_version(rows: Rows) -> int | None:
 
 
 def mark_deleted(
-    connection_id: str, stream: str, record_id: str, version: int, now: datetime
+    connection_id: str, stream: str, record_id: str, *, version: int, now: datetime, change_seq: int
 ) -> Execute:
-    """The record deleted (softly: its fields stay), as version `version`."""
+    """The record deleted (softly: its fields stay, for its tombstone's visibility), as version
+    `version` and change `change_seq`."""
     return Execute(
         update(records)
         .where(
@@ -318,7 +333,7 @@ def mark_deleted(
             records.c.stream == stream,
             records.c.record_id == record_id,
         )
-        .values(deleted=True, version=version, updated_at=now)
+        .values(deleted=True, version=version, updated_at=now, change_seq=change_seq)
     )
 
 

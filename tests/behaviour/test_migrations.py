@@ -320,3 +320,77 @@ def test_the_whole_field_migration_rebuilds_the_index_both_ways(sqlite_db_url: s
     assert _rows_naming(url, "okapi") == new_layout
     assert _automerge(url) == 8
     found()
+
+
+def _values_and_changes(url: str, connections: tuple[str, ...]) -> dict[str, Any]:
+    """Per connection: its `field_values` rows, and its records in change order with their
+    deletion flags (the values the writer gave have gaps where a record changed again, which
+    no backfill can know of: the order is what a changes page walks)."""
+    from _values import change_seqs, stored_values
+
+    found: dict[str, Any] = {}
+    for connection_id in connections:
+        seqs, last = change_seqs(url, connection_id)
+        assert last == max(seq for seq, _ in seqs.values())
+        order = sorted(seqs, key=lambda record_id: seqs[record_id][0])
+        found[connection_id] = (
+            stored_values(url, connection_id),
+            [(record_id, seqs[record_id][1]) for record_id in order],
+        )
+    return found
+
+
+def test_the_values_migration_backfills_what_the_writer_stores(db_url: str) -> None:
+    """0008 computes `field_values` and the change sequence for data written before it: after a
+    downgrade to 0007 (which drops both) and an upgrade, every row is what the writer had
+    stored, on two connections, through inserts, updates (a field changed, one removed), a
+    delete and a record brought back; a string longer than the comparable bound is left out.
+    Records keep their change order, and the writer goes on numbering after the last value."""
+    from _values import STREAM, VALUES_MANIFEST
+
+    connector = VALUES_MANIFEST["connector_id"]
+    with Store.open(db_url, batch_size=2) as store:
+        store.register_manifest(VALUES_MANIFEST)
+        for connection_id in ("m1", "m2"):
+            store.add_connection(connection_id, connector)
+        first: list[dict[str, Any]] = [
+            {"id": "a", "title": "Hello", "n": 2**53 + 1, "tags": ["x", "X", 1.5, None, [1]]},
+            {"id": "b", "title": "z" * 300, "when": "2026-03-01T10:00:00+02:00", "flag": True},
+            {"id": "c", "n": 0.1, "maybe": None, "anything": "2026-01-02", "doc": {"k": 1}},
+            {"id": "d", "title": "", "n": 1.2345678901234567, "tags": []},
+            {"id": "e", "title": "a\x00b", "raw": "QUJD" * 40},
+        ]
+        store.upsert_records("m1", STREAM, first)
+        store.upsert_records("m2", STREAM, first[:3])
+        store.upsert_records("m1", STREAM, [{"id": "a", "title": "Changed", "n": 7}])
+        store.delete_record("m1", STREAM, "b")
+        store.delete_record("m1", STREAM, "c")
+        store.upsert_records("m1", STREAM, [first[2]])
+        store.upsert_records("m2", STREAM, [{**first[1], "flag": False}])
+    written = _values_and_changes(db_url, ("m1", "m2"))
+    assert ("m1", "title", 0, "string", "hello") not in {r[:5] for r in written["m1"][0]}
+    assert ("a", "title", 0, "string", "changed") in {r[:5] for r in written["m1"][0]}
+    assert not any(row[0] == "b" for row in written["m1"][0])  # deleted: no values
+    run_alembic(db_url, "downgrade", "0007")
+    engine = create_engine(sync_url(db_url))
+    try:
+        tables = set(inspect(engine).get_table_names())
+        columns = {column["name"] for column in inspect(engine).get_columns("records")}
+    finally:
+        engine.dispose()
+    assert "field_values" not in tables
+    assert "change_seq" not in columns
+    run_alembic(db_url, "upgrade", "head")
+    backfilled = _values_and_changes(db_url, ("m1", "m2"))
+    for connection_id in ("m1", "m2"):
+        values, order = backfilled[connection_id]
+        assert sorted(values, key=repr) == sorted(written[connection_id][0], key=repr)
+        assert order == written[connection_id][1]
+    from _values import change_seqs
+
+    _, before = change_seqs(db_url, "m1")
+    with Store.open(db_url, batch_size=2) as store:  # and the writer goes on from there
+        store.upsert_records("m1", STREAM, [{"id": "f"}])
+    seqs, last = change_seqs(db_url, "m1")
+    assert seqs["f"] == (before + 1, False)
+    assert last == before + 1
