@@ -8,8 +8,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import socket
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +24,11 @@ import pytest
 from _data import MAILBOX
 from _postgres import PostgresServer
 from _rest import OWNER, window_path
-from test_serve import Server, _refused, _seed, free_port, start, tokens_file
+from test_serve import Server, _refused, _seed, free_port, server, start, tokens_file
 
-__all__ = ["tokens_file"]  # a fixture of test_serve, used here too
+from pdpp_store.mcp._http import MAX_BODY_BYTES
+
+__all__ = ["server", "tokens_file"]  # fixtures of test_serve, used here too
 
 METADATA = "/.well-known/oauth-protected-resource"
 
@@ -221,3 +227,80 @@ def test_serve_refuses_an_unreadable_tokens_file_with_the_envelope(
         tokens_file.chmod(stat.S_IRUSR | stat.S_IWUSR)
     assert (error["code"], error["param"]) == ("invalid_tokens", "tokens")
     assert "Permission denied" in error["message"]
+
+
+# ---------------------------------------------------------------- the MCP transport's refusals
+
+
+def _raw_post(port: int, head: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    """POST `body` after `head` over a raw socket; the status and envelope of the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        raw.sendall(head.encode() + b"\r\n")
+        with contextlib.suppress(OSError):  # the server may answer (and close) before the end
+            raw.sendall(body)
+        answer = b""
+        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < int(
+            answer.lower().partition(b"content-length: ")[2].partition(b"\r\n")[0] or 0
+        ):
+            got = raw.recv(65536)
+            if not got:
+                break
+            answer += got
+    status = int(answer.split(b" ", 2)[1])
+    return status, json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
+
+
+def test_the_mcp_transport_refuses_with_envelopes(server: Server) -> None:
+    auth = {"Authorization": f"Bearer {OWNER}", "Accept": "application/json, text/event-stream"}
+    url = f"{server.base_url}/mcp"
+    cases: list[tuple[dict[str, str], bytes, int, str, str]] = [
+        ({"Content-Type": "text/plain"}, b"{}", 415, "unsupported_media_type", "content-type"),
+        ({}, b"{not json", 400, "invalid_request", "body"),
+        ({}, b"\xff\xfe", 400, "invalid_request", "body"),
+        ({}, b"[" + b"9" * 5000 + b"]", 400, "invalid_request", "body"),
+        ({}, b"null", 400, "invalid_request", "body"),
+        ({}, b"[]", 400, "invalid_request", "body"),
+        ({}, b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', 400, "invalid_request", "body"),
+    ]
+    for extra, body, status, code, param in cases:
+        headers = {"Content-Type": "application/json", **auth, **extra}
+        response = httpx.post(url, content=body, headers=headers)
+        assert response.status_code == status, (body[:40], response.text)
+        assert response.headers["content-type"] == "application/json"
+        error = response.json()["error"]
+        assert (error["code"], error.get("param")) == (code, param), error
+        assert error["request_id"] == response.headers["X-Request-Id"]
+    port = int(server.base_url.rsplit(":", 1)[1])
+    head = (
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {OWNER}\r\n"
+    )
+    # Declared too large: refused on the head, the body never sent.
+    status, error = _raw_post(port, head + f"Content-Length: {MAX_BODY_BYTES + 1}\r\n", b"")
+    assert (status, error["code"]) == (413, "request_too_large")
+    # Chunked: refused once the bytes received pass the limit, before the client is done.
+    chunk = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
+    status, error = _raw_post(port, head + "Transfer-Encoding: chunked\r\n", chunk * 64)
+    assert (status, error["code"]) == (413, "request_too_large")
+
+
+def test_a_client_that_disconnects_mid_body_is_one_log_line(server: Server) -> None:
+    port = int(server.base_url.rsplit(":", 1)[1])
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(
+                (
+                    "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    f"Authorization: Bearer {OWNER}\r\nContent-Length: 100000\r\n\r\n"
+                ).encode()
+                + b'{"jsonrpc": "2.0", '
+            )
+            time.sleep(0.2)
+    served = httpx.get(f"{server.base_url}{METADATA}")  # the server still answers
+    assert served.status_code == 200
+    log = server.stop()
+    lines = [line for line in log.splitlines() if "disconnected" in line]
+    assert len(lines) == 3, log
+    assert all("client disconnected before its request body was read" in x for x in lines)
+    assert "Traceback" not in log
+    assert "ClientDisconnect" not in log
