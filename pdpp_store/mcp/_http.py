@@ -13,8 +13,8 @@ Rules:
 3. The transport is stateless (no MCP session outlives its request), so a grant never rides on a
    session another token opened.
 4. A POST's body is read here before the SDK sees it, so these refusals are envelopes, not the
-   SDK's plain text or validation dumps: a `Content-Type` other than `application/json` is `unsupported_media_type`
-   (415); a body over `MAX_BODY_BYTES` is `request_too_large` (413), answered as soon as the
+   SDK's plain text or validation dumps: a `Content-Type` other than `application/json` is
+   `unsupported_media_type` (415); a body over `MAX_BODY_BYTES` is `request_too_large` (413), answered as soon as the
    declared length or the bytes received pass it, never read whole; a body that is not one JSON
    object (malformed, `null`, `[]`, a batch) is `invalid_request` (400, `param: "body"`). A client
    that disconnects mid-body is one log line, no traceback, and no answer.
