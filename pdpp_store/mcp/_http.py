@@ -14,10 +14,11 @@ Rules:
    session another token opened.
 4. A POST's body is read here before the SDK sees it, so these refusals are envelopes, not the
    SDK's plain text or validation dumps: a `Content-Type` other than `application/json` is
-   `unsupported_media_type` (415); a body over `MAX_BODY_BYTES` is `request_too_large` (413), answered as soon as the
-   declared length or the bytes received pass it, never read whole; a body that is not one JSON
-   object (malformed, `null`, `[]`, a batch) is `invalid_request` (400, `param: "body"`). A client
-   that disconnects mid-body is one log line, no traceback, and no answer.
+   `unsupported_media_type` (415); a body over `MAX_BODY_BYTES` is `request_too_large` (413),
+   answered as soon as the declared length or the bytes received pass it, never read whole; a
+   body that is not one JSON object (malformed, `null`, `[]`, a batch) is `invalid_request`
+   (400, `param: "body"`). A client that disconnects mid-body is one log line, no traceback, and
+   no answer.
 5. The app is path-agnostic (mount it at `/mcp`, or serve it alone) and owns a lifespan that runs
    the SDK's session manager; a parent app must run `app.router.lifespan_context(app)` inside
    its own lifespan.
