@@ -92,8 +92,10 @@ def _check_grace(older_than: object) -> timedelta:
     """A grace period: a `timedelta` or a number of seconds, finite and >= 0."""
     if isinstance(older_than, timedelta):
         seconds = older_than.total_seconds()
-    elif isinstance(older_than, int | float) and not isinstance(older_than, bool):
-        seconds = float(older_than)
+    elif isinstance(older_than, float):
+        seconds = older_than
+    elif isinstance(older_than, int) and not isinstance(older_than, bool):
+        seconds = float(older_than) if abs(older_than) < 2**53 else math.inf  # never overflows
     else:
         seconds = math.nan
     if not 0 <= seconds <= 100 * 365 * 86400:

@@ -15,7 +15,8 @@
     pdpp-store [--db URL] blob put FILE --mime-type TYPE      Store.put_blob
     pdpp-store [--db URL] search Q --grant FILE               Store.search
     pdpp-store [--db URL] grant describe --grant FILE         Store.describe_grant
-    pdpp-store [--db URL] serve --tokens FILE [--host] [--port] pdpp_store.serve.run
+    pdpp-store [--db URL] serve --tokens FILE [--host] [--port] [--workers] [--public-url]
+                                                               pdpp_store.serve.run
     pdpp-store [--db URL] mcp --grant FILE                    pdpp_store.mcp.serve_stdio
     pdpp-store [--db URL] migrate                             Store.open(url, migrate=True)
     pdpp-store demo [--db URL | --dir DIR]                    demo.run_demo
@@ -617,7 +618,7 @@ def blob_put(ctx: click.Context, file: IO[bytes], mime_type: str) -> None:
     "--tokens",
     "tokens_path",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),  # any bad path is the library's `invalid_tokens`
     metavar="FILE.json",
     help="A JSON object mapping each bearer token to the PDPP grant it carries.",
 )
@@ -631,8 +632,22 @@ def blob_put(ctx: click.Context, file: IO[bytes], mime_type: str) -> None:
     metavar="N",
     help="Serve from N processes sharing the port (one per core: a process uses one core).",
 )
+@click.option(
+    "--public-url",
+    default=None,
+    metavar="URL",
+    help="The http(s) origin clients reach the server by, named in its OAuth metadata and 401s"
+    " (default: the address it listens on; never a request's Host header).",
+)
 @click.pass_context
-def serve(ctx: click.Context, tokens_path: Path, host: str, port: int, workers: int) -> None:
+def serve(  # noqa: PLR0917 (click passes each option by keyword)
+    ctx: click.Context,
+    tokens_path: Path,
+    host: str,
+    port: int,
+    workers: int,
+    public_url: str | None,
+) -> None:
     """Serve the store over HTTP: the REST routes under /v1 and MCP at /mcp (needs the
     `server` extra: pip install 'pdpp-store[server]'). Stops on Ctrl-C."""
     try:
@@ -641,7 +656,14 @@ def serve(ctx: click.Context, tokens_path: Path, host: str, port: int, workers: 
         raise click.UsageError(
             f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
         ) from None
-    run(ctx.find_root().params["db"], tokens_path, host=host, port=port, workers=workers)
+    run(
+        ctx.find_root().params["db"],
+        tokens_path,
+        host=host,
+        port=port,
+        workers=workers,
+        public_url=public_url,
+    )
 
 
 @cli.command()

@@ -21,38 +21,53 @@ Rules:
    resource refused, and `Cache-Control: no-store`.
 3. Every HTTP request gets an id (`req_` and 24 hex digits), kept in `scope["state"]` and sent as
    `X-Request-Id`; every error envelope carries it as `request_id`.
+4. An error a caller may retry as it is (`storage_busy`, `storage_unavailable`, `write_conflict`)
+   carries `retry_after_s` in its envelope, and its answer says the same as `Retry-After`.
+5. The server names itself (the metadata's `resource`, a 401's `resource_metadata`) by its
+   public base URL: the one configured (`serve --public-url`, put in `scope[PUBLIC_URL_KEY]`),
+   else the address the connection reached. Never by the request's `Host` header, which a
+   client may set to anything.
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from pdpp_store import Grant, StoreError
+from pdpp_store import BadRequest, Grant, StoreError
 
 __all__ = [
     "METADATA_PATH",
+    "PUBLIC_URL_KEY",
     "REQUEST_ID_HEADER",
     "RequestIdMiddleware",
     "Tokens",
     "Unauthenticated",
     "bearer_token",
+    "check_public_url",
     "error_response",
     "metadata_url",
     "protected_resource_metadata",
+    "public_base",
     "request_id",
     "unauthenticated_response",
     "www_authenticate",
 ]
 
 REQUEST_ID_HEADER = "X-Request-Id"
+PUBLIC_URL_KEY = "pdpp_store.public_url"
+"""The `scope` key of the server's public base URL, set by whatever serves the app (rule 5)."""
 METADATA_PATH = "/.well-known/oauth-protected-resource"
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
+"""A DNS name or IPv4 address, or an IPv6 address (as `urlsplit` gives it, unbracketed)."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -105,16 +120,64 @@ class Tokens:
 # ---------------------------------------------------------------- protected-resource metadata
 
 
+def check_public_url(value: object) -> str:
+    """`value` as the server's public base URL (rule 5): an `http` or `https` origin (a host and
+    an optional port, no user, path, query or fragment), without a trailing slash; anything else
+    is `invalid_request` naming `public_url`."""
+
+    def refuse(why: str) -> BadRequest:
+        return BadRequest("invalid_request", f"public_url {why}", param="public_url")
+
+    if not isinstance(value, str) or not value or len(value) > 2048:
+        raise refuse("must be an http or https URL of at most 2048 characters")
+    if not value.isascii() or not value.isprintable() or any(c.isspace() for c in value):
+        raise refuse("must be printable ASCII without spaces (write a non-ASCII host in IDNA)")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        raise refuse("is not a well-formed URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise refuse("must be an http or https URL with a host")
+    if not _HOST.fullmatch(parts.hostname):
+        raise refuse("must name a host by letters, digits, dots and hyphens, or an IP address")
+    if parts.username is not None or parts.password is not None:
+        raise refuse("must not carry a user or a password")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise refuse("must be an origin: no path, query or fragment")
+    if port == 0:
+        raise refuse("must not name port 0")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def public_base(scope: Scope) -> str:
+    """The base URL this server names itself by (rule 5): the configured public URL if serving
+    set one in `scope`, else the address the connection reached (`scope["server"]`), never the
+    request's `Host` header."""
+    configured = scope.get(PUBLIC_URL_KEY)
+    if isinstance(configured, str):
+        return configured
+    scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
+    server = scope.get("server")
+    if not server:
+        return f"{scheme}://localhost"
+    host, port = str(server[0]), server[1]
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    default = 443 if scheme == "https" else 80
+    return f"{scheme}://{host}" if port in (None, default) else f"{scheme}://{host}:{port}"
+
+
 def metadata_url(request: Request, resource_path: str = "") -> str:
     """The URL of the RFC 9728 protected-resource metadata (of the resource at `resource_path`)."""
-    return f"{str(request.base_url).rstrip('/')}{METADATA_PATH}{resource_path}"
+    return f"{public_base(request.scope)}{METADATA_PATH}{resource_path}"
 
 
 def protected_resource_metadata(request: Request, resource_path: str = "") -> dict[str, Any]:
     """RFC 9728 metadata of the resource at `resource_path`: its URL and how to present its
     bearer tokens (served at `METADATA_PATH + resource_path` by every app whose 401 names it)."""
     return {
-        "resource": str(request.base_url).rstrip("/") + resource_path,
+        "resource": public_base(request.scope) + resource_path,
         "resource_name": "pdpp-store",
         "bearer_methods_supported": ["header"],
     }
@@ -168,15 +231,16 @@ class RequestIdMiddleware:
 def error_response(
     request: Request, error: StoreError, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    """The envelope of `error`, with this request's id in the body and the headers."""
+    """The envelope of `error`, with this request's id in the body and the headers, and its
+    retry hint (if any) as `Retry-After` (rule 4)."""
     given = request_id(request.scope)
     body = error.to_dict()
     body["error"]["request_id"] = given
-    return JSONResponse(
-        body,
-        status_code=error.http_status,
-        headers={**(headers or {}), REQUEST_ID_HEADER: given},
-    )
+    sent = {**(headers or {}), REQUEST_ID_HEADER: given}
+    retry_after = error.details.get("retry_after_s")
+    if isinstance(retry_after, int) and not isinstance(retry_after, bool):
+        sent["Retry-After"] = str(retry_after)
+    return JSONResponse(body, status_code=error.http_status, headers=sent)
 
 
 def unauthenticated_response(

@@ -27,6 +27,10 @@ Rules:
 5. An address `run` cannot listen on (the port in use, a host not of this machine) is an
    `invalid_request` naming `port` or `host`, checked before the store is opened; uvicorn, which
    binds again a moment later, only logs such a failure and exits with status 3.
+6. The server names itself (RFC 9728 metadata, 401 challenges) by `public_url` when given (an
+   http or https origin, else `invalid_request` naming `public_url`, checked with the tokens
+   before anything starts), else by the address it listens on; listening on a wildcard
+   (0.0.0.0, ::), by the address each connection reached. Never by a request's `Host`.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import SIGNALS
 
 from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable, load_tokens
+from pdpp_store.http import PUBLIC_URL_KEY, check_public_url
 from pdpp_store.mcp import http_app
 from pdpp_store.rest import create_app
 
@@ -67,6 +72,35 @@ def _config(app: Any, host: str, port: int, log_level: str, **options: Any) -> u
     )
 
 
+_WILDCARDS = {"", "0.0.0.0", "::", "[::]"}
+
+
+def _public_url(public_url: str | None, host: str, port: int) -> str | None:
+    """What the server names itself by (rule 6): `public_url` checked, else the listening
+    address, or None when that is a wildcard (each connection then names the address it
+    reached)."""
+    if public_url is not None:
+        return check_public_url(public_url)
+    if host in _WILDCARDS:
+        return None
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{shown}:{port}"
+
+
+class _Door:
+    """The ASGI application uvicorn runs: it tells the application below what the server's
+    public base URL is (rule 6), then hands every request on."""
+
+    def __init__(self, app: Any, public_url: str | None) -> None:
+        self.app = app
+        self._public_url = public_url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._public_url is not None and scope["type"] in ("http", "websocket"):
+            scope = {**scope, PUBLIC_URL_KEY: self._public_url}
+        await self.app(scope, receive, send)
+
+
 async def _application(store: AsyncStore, grants: Mapping[str, Grant]) -> Any:
     """The served application over an open store, which its shutdown closes (rule 2)."""
     try:
@@ -83,13 +117,15 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 8787,
     log_level: str = "info",
+    public_url: str | None = None,
 ) -> None:
     """Serve the store at `url` to the holders of `tokens` (a tokens file, or token -> grant)
-    until stopped."""
+    until stopped, naming itself by `public_url` (rule 6)."""
     grants = tokens if isinstance(tokens, Mapping) else load_tokens(tokens)
+    named = _public_url(public_url, host, port)
     store = await AsyncStore.open(url)
     app = await _application(store, grants)
-    await uvicorn.Server(_config(app, host, port, log_level)).serve()
+    await uvicorn.Server(_config(_Door(app, named), host, port, log_level)).serve()
 
 
 @dataclass(frozen=True)
@@ -99,9 +135,10 @@ class _Worker:
 
     url: str
     grants: Mapping[str, Grant] = field(repr=False)  # token -> grant: the tokens are secrets
+    public_url: str | None = None
 
-    def __call__(self) -> _OpenedAtStartup:
-        return _OpenedAtStartup(self.url, self.grants)
+    def __call__(self) -> _Door:
+        return _Door(_OpenedAtStartup(self.url, self.grants), self.public_url)
 
 
 class _OpenedAtStartup:
@@ -142,11 +179,18 @@ class _OpenedAtStartup:
 
 
 def _run_workers(
-    url: str, grants: Mapping[str, Grant], *, workers: int, host: str, port: int, log_level: str
+    url: str,
+    grants: Mapping[str, Grant],
+    *,
+    workers: int,
+    host: str,
+    port: int,
+    log_level: str,
+    public_url: str | None,
 ) -> None:
     Store.open(url).close()  # one error for a bad store, and one migration (rule 4)
     config = _config(
-        _Worker(url, grants),
+        _Worker(url, grants, public_url),
         host,
         port,
         log_level,
@@ -195,17 +239,32 @@ def run(
     port: int = 8787,
     log_level: str = "info",
     workers: int = 1,
+    public_url: str | None = None,
 ) -> None:
-    """`serve` on a loop of uvicorn's choosing, in `workers` processes (rule 4); returns when the
-    server stops (Ctrl-C is a normal stop, not an error)."""
+    """`serve` on a loop of uvicorn's choosing, in `workers` processes (rule 4), naming itself
+    by `public_url` (rule 6); returns when the server stops (Ctrl-C is a normal stop, not an
+    error)."""
     tokens = load_tokens(tokens_path)  # before anything else (rule 1)
+    if public_url is not None:
+        check_public_url(public_url)
     _check_address(host, port)
     if workers > 1:
-        _run_workers(url, tokens, workers=workers, host=host, port=port, log_level=log_level)
+        named = _public_url(public_url, host, port)
+        _run_workers(
+            url,
+            tokens,
+            workers=workers,
+            host=host,
+            port=port,
+            log_level=log_level,
+            public_url=named,
+        )
         return
     loop_factory = uvicorn.Config("pdpp_store.rest:create_app", loop="auto").get_loop_factory()
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(serve(url, tokens, host=host, port=port, log_level=log_level))
+            runner.run(
+                serve(url, tokens, host=host, port=port, log_level=log_level, public_url=public_url)
+            )
     except KeyboardInterrupt:  # uvicorn stopped gracefully, then handed Ctrl-C back
         pass

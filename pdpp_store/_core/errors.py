@@ -20,10 +20,14 @@ Rules:
    context manager every boundary enters); no other module catches SQLAlchemy or DBAPI errors.
 3. `details` carries extra, safe, JSON-ready facts (the current digest of a stale cursor, a
    binary field's metadata) and is rendered under the error envelope.
+4. A caller's value named in a message goes through `shown`, which cannot fail: an integer past
+   Python's digit limit for `str` (4,300) would make `repr` raise `ValueError` instead of the
+   typed error being raised.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -35,7 +39,23 @@ __all__ = [
     "StoreError",
     "Unavailable",
     "Unprocessable",
+    "shown",
 ]
+
+_SHOWN_BITS = 1024
+"""Integers longer than this (about 300 digits) are described, not written out, by `shown`."""
+
+
+def shown(value: object) -> str:
+    """`repr(value)` for a message, except an integer too long to write (rule 4): then how many
+    digits it has, roughly, and its sign."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        bits = abs(value).bit_length()
+        if bits > _SHOWN_BITS:  # never converted to text
+            digits = int(bits * math.log10(2)) + 1
+            sign = "a negative" if value < 0 else "an"
+            return f"<{sign} integer of about {digits:,} digits>"
+    return repr(value)
 
 
 class StoreError(Exception):

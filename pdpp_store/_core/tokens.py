@@ -12,7 +12,9 @@ Rules:
    that `Grant.from_dict` accepts, and no token written twice (JSON would silently keep the last).
 2. Anything else is `invalid_tokens` (400), whose `param` names the place: `tokens` for the file
    as a whole, `tokens[N]` for the N-th entry (0-based, in file order), `tokens[N].<key>` for a
-   key of its grant. A token is a secret: no message ever contains one.
+   key of its grant. A token is a secret: no message ever contains one. A path that cannot be
+   read (missing, a directory, unreadable), a file over `MAX_TOKENS_FILE_BYTES`, or one that is
+   not JSON (not UTF-8, a number past Python's digit limit, nested too deeply) is `tokens` too.
 3. The result is a plain `dict[str, Grant]`; a token is a name for a grant, and the grant is
    applied again on every request (expiry and revocation are checked by each read).
 """
@@ -28,9 +30,11 @@ from typing import Any
 from .errors import BadRequest, StoreError
 from .grants import Grant
 
-__all__ = ["MIN_TOKEN_CHARS", "load_tokens", "tokens_from_dict"]
+__all__ = ["MAX_TOKENS_FILE_BYTES", "MIN_TOKEN_CHARS", "load_tokens", "tokens_from_dict"]
 
 MIN_TOKEN_CHARS = 16
+MAX_TOKENS_FILE_BYTES = 16 * 1024 * 1024
+"""A tokens file larger than this is refused unread (a device such as /dev/zero never ends)."""
 _TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
@@ -80,12 +84,21 @@ def load_tokens(path: str | os.PathLike[str]) -> dict[str, Grant]:
     """Read and check a tokens file (see the rules); `invalid_tokens` when it is not usable."""
     try:
         with open(path, "rb") as file:
-            raw = file.read()
-    except OSError as error:
+            raw = file.read(MAX_TOKENS_FILE_BYTES + 1)
+    except OSError as error:  # missing, a directory, unreadable
         raise _invalid(f"the tokens file cannot be read: {error.strerror or error}") from None
+    except (TypeError, ValueError) as error:  # not a path at all, or one with a NUL
+        raise _invalid(f"the tokens file cannot be read: {error}") from None
+    if len(raw) > MAX_TOKENS_FILE_BYTES:
+        raise _invalid(f"the tokens file is larger than {MAX_TOKENS_FILE_BYTES:,} bytes")
     try:
         data = json.loads(raw, object_pairs_hook=_no_duplicates)
-    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
-        message = error.msg if isinstance(error, json.JSONDecodeError) else "it is not UTF-8"
-        raise _invalid(f"the tokens file is not valid JSON: {message}") from None
+    except json.JSONDecodeError as error:
+        raise _invalid(f"the tokens file is not valid JSON: {error.msg}") from None
+    except UnicodeDecodeError:
+        raise _invalid("the tokens file is not valid JSON: it is not UTF-8") from None
+    except ValueError:  # an integer beyond Python's digit limit
+        raise _invalid("the tokens file is not valid JSON: a number is too long") from None
+    except RecursionError:
+        raise _invalid("the tokens file is not valid JSON: it is nested too deeply") from None
     return tokens_from_dict(data)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) writes
 from typing import Any
 
-from .errors import BadRequest
+from .errors import BadRequest, shown
 from .fields import FieldKind
 from .folding import fold
 from .grants import normalize_instant
@@ -327,7 +327,7 @@ def encode_record(record: object, spec: StreamSpec, index: int) -> EncodedRecord
         ):
             raise BadRequest(
                 "invalid_field_path",
-                f"record {label}: field name {path!r} is not valid",
+                f"record {label}: field name {shown(path)} is not valid",
                 param="field",
             )
     record_id = record_id_for(record, spec, label)

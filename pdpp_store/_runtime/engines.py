@@ -30,7 +30,7 @@ from pdpp_store._core.errors import BadRequest, StoreError, Unavailable
 from pdpp_store._core.identity import is_unicode
 from pdpp_store._sql.dialects import Capabilities, capabilities
 
-from .errors import translating
+from .errors import RETRY_HINT, translating
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_S",
@@ -96,7 +96,9 @@ def opening(url: object) -> Iterator[None]:
         if error.code in ("storage_busy", "invalid_request"):
             return error
         return Unavailable(
-            "storage_unavailable", f"cannot open the database at {_safe(url)} ({error.message})"
+            "storage_unavailable",
+            f"cannot open the database at {_safe(url)} ({error.message})",
+            details=dict(RETRY_HINT),
         )
 
     with translating(cannot_open):

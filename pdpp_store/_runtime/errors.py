@@ -28,6 +28,7 @@ from pdpp_store._core.errors import BadRequest, Conflict, StoreError, Unavailabl
 __all__ = [
     "DB_ERRORS",
     "RETRY_AFTER_S",
+    "RETRY_HINT",
     "SQLITE_BUSY",
     "busy",
     "healthy",
@@ -36,7 +37,11 @@ __all__ = [
 ]
 
 RETRY_AFTER_S = 1
-"""The retry hint (`details.retry_after_s`) of `storage_busy` and `write_conflict`."""
+"""The retry hint (`details.retry_after_s`) of `storage_busy`, `write_conflict` and
+`storage_unavailable`; a server also sends it as `Retry-After`."""
+
+RETRY_HINT = {"retryable": True, "retry_after_s": RETRY_AFTER_S}
+"""The details of every error a caller may retry as it is."""
 
 # SQLite primary result codes (the low byte of `sqlite_errorcode`).
 SQLITE_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
@@ -58,21 +63,22 @@ DB_ERRORS = (DBAPIError, PoolTimeoutError, SQLAlchemyError, sqlite3.Error, psyco
 
 
 def busy(message: str = "the database is busy; retry the operation") -> StoreError:
-    return Unavailable(
-        "storage_busy", message, details={"retryable": True, "retry_after_s": RETRY_AFTER_S}
-    )
+    return Unavailable("storage_busy", message, details=dict(RETRY_HINT))
 
 
 def _conflict() -> StoreError:
     return Conflict(
         "write_conflict",
         "a concurrent write touched the same rows; retry the operation",
-        details={"retryable": True, "retry_after_s": RETRY_AFTER_S},
+        details=dict(RETRY_HINT),
     )
 
 
 def _unavailable(what: str) -> StoreError:
-    return Unavailable("storage_unavailable", f"the database is unavailable ({what})")
+    # A lost connection or an outage: the same call may well succeed once the database is back.
+    return Unavailable(
+        "storage_unavailable", f"the database is unavailable ({what})", details=dict(RETRY_HINT)
+    )
 
 
 def _refused(what: str) -> StoreError:

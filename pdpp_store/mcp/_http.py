@@ -12,13 +12,22 @@ Rules:
 2. Tokens are compared in constant time, each against every known token (`http.Tokens`).
 3. The transport is stateless (no MCP session outlives its request), so a grant never rides on a
    session another token opened.
-4. The app is path-agnostic (mount it at `/mcp`, or serve it alone) and owns a lifespan that runs
+4. A POST's body is read here before the SDK sees it, so these refusals are envelopes, not the
+   SDK's plain text or validation dumps: a `Content-Type` other than `application/json` is
+   `unsupported_media_type` (415); a body over `MAX_BODY_BYTES` is `request_too_large` (413),
+   answered as soon as the declared length or the bytes received pass it, never read whole; a
+   body that is not one JSON object (malformed, `null`, `[]`, a batch) is `invalid_request`
+   (400, `param: "body"`). A client that disconnects mid-body is one log line, no traceback, and
+   no answer.
+5. The app is path-agnostic (mount it at `/mcp`, or serve it alone) and owns a lifespan that runs
    the SDK's session manager; a parent app must run `app.router.lifespan_context(app)` inside
    its own lifespan.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,23 +37,99 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
-from pdpp_store import AsyncStore, Grant
+from pdpp_store import AsyncStore, BadRequest, Grant, StoreError
 from pdpp_store.http import (
     METADATA_PATH,
     Tokens,
     Unauthenticated,
     bearer_token,
+    error_response,
     protected_resource_metadata,
+    request_id,
     unauthenticated_response,
 )
 
 from ._server import create_server
 
-__all__ = ["GRANT_SCOPE_KEY", "http_app"]
+__all__ = ["GRANT_SCOPE_KEY", "MAX_BODY_BYTES", "http_app"]
 
 GRANT_SCOPE_KEY = "pdpp_store.grant"
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The largest JSON-RPC message a POST may carry (rule 4): the SDK's own limit."""
+
+log = logging.getLogger("pdpp_store.mcp")
+
+
+class _TooLarge(StoreError):
+    http_status = 413
+    error_type = "invalid_request_error"
+
+
+class _UnsupportedMediaType(StoreError):
+    http_status = 415
+    error_type = "invalid_request_error"
+
+
+class _Disconnected(Exception):
+    """The client went away before its body was read."""
+
+
+def _too_large() -> StoreError:
+    return _TooLarge(
+        "request_too_large",
+        f"the request body is larger than {MAX_BODY_BYTES:,} bytes",
+        param="body",
+    )
+
+
+async def _read_body(request: Request, receive: Receive) -> bytes:
+    """The whole body of a POST, refused once it passes `MAX_BODY_BYTES` (rule 4)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and len(declared) < 20 and int(declared) > MAX_BODY_BYTES:
+        raise _too_large()
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _too_large()
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _check_message(body: bytes) -> None:
+    """One JSON object, or `invalid_request` naming the body (rule 4)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):  # malformed, not UTF-8, a number too long
+        raise BadRequest("invalid_request", "the body is not valid JSON", param="body") from None
+    if not isinstance(message, dict):
+        raise BadRequest(
+            "invalid_request",
+            "the body must be one JSON-RPC message (a JSON object); batches are not supported",
+            param="body",
+        )
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives `body` first, then whatever the connection says (a disconnect)."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def _request_grant(request: Any) -> Grant:
@@ -73,6 +158,29 @@ def http_app(
         except Unauthenticated as refused:
             await unauthenticated_response(request, refused, resource_path)(scope, receive, send)
             return
+        if request.method == "POST":
+            try:
+                media_type = request.headers.get("content-type", "").split(";")[0].strip()
+                if media_type.lower() != "application/json":
+                    raise _UnsupportedMediaType(
+                        "unsupported_media_type",
+                        "the body must be Content-Type: application/json",
+                        param="content-type",
+                    )
+                body = await _read_body(request, receive)
+                _check_message(body)
+            except _Disconnected:
+                log.warning(
+                    "client disconnected before its request body was read (%s %s, %s)",
+                    request.method,
+                    scope.get("root_path", "") + scope.get("path", ""),
+                    request_id(scope),
+                )
+                return
+            except StoreError as error:
+                await error_response(request, error)(scope, receive, send)
+                return
+            receive = _replaying(body, receive)
         await manager.handle_request({**scope, GRANT_SCOPE_KEY: grant}, receive, send)
 
     async def metadata(request: Request) -> JSONResponse:

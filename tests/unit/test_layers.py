@@ -242,6 +242,7 @@ SURFACE_EDGES: dict[tuple[str, str], str] = {
     ("pdpp_store.mcp", "pdpp_store.http"): "bearer tokens and the 401 of the Streamable HTTP app",
     ("pdpp_store.serve", "pdpp_store.rest"): "serves the REST app under uvicorn",
     ("pdpp_store.serve", "pdpp_store.mcp"): "mounts the MCP app at /mcp of the REST app",
+    ("pdpp_store.serve", "pdpp_store.http"): "the public URL and the limits the door applies",
     ("pdpp_store.cli", "pdpp_store.serve"): "`pdpp-store serve`",
     ("pdpp_store.cli", "pdpp_store.demo"): "`pdpp-store demo`",
     ("pdpp_store.cli", "pdpp_store.mcp"): "`pdpp-store mcp` (stdio), and `--format text` renders "
