@@ -37,7 +37,14 @@ from pdpp_store._core.cursor import (
     mint_match,
     open_match,
 )
-from pdpp_store._core.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
+from pdpp_store._core.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    NotFound,
+    Unprocessable,
+    shown,
+)
 from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.folding import fold
 from pdpp_store._core.grants import Grant, StreamGrant, as_grant
@@ -595,7 +602,7 @@ def _chosen_fields(fields: object, grant: StreamGrant, ref: RecordRef) -> tuple[
 
 
 def _blob_not_found(blob_id: object) -> NotFound:
-    return NotFound("blob_not_found", f"blob {blob_id!r} is not found", param="blob_id")
+    return NotFound("blob_not_found", f"blob {shown(blob_id)} is not found", param="blob_id")
 
 
 def blob_info(grant: Grant, blob_id: str) -> Op[BlobInfo]:

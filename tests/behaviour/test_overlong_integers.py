@@ -38,12 +38,6 @@ def test_an_overlong_grace_period_is_invalid(store: StoreFront) -> None:
         assert (error.code, error.param) == ("invalid_request", "older_than")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="_ops/reads.py `_blob_not_found` quotes the id with !r; it needs `shown(blob_id)`"
-    " (a file of another change: see the issue 26 report)",
-)
 def test_an_overlong_integer_as_a_blob_id_is_not_found(store: StoreFront) -> None:
     setup_mailbox(store)
     for call, args in (
