@@ -14,6 +14,9 @@ Rules:
    declared one given twice (which of the two did the client mean?): see `_params`.
 3. The OpenAPI document lists every status a route can answer with; FastAPI's generic 422
    "validation error" is removed, since validation errors answer 400 here.
+4. Every `GET` route answers `HEAD` too (RFC 9110 §9.3.2): the same handler, the same status and
+   headers, no body (the server sends none for `HEAD`); the `/v1` routes declare theirs
+   (`_routes`), the discovery routes here. The twins stay out of the OpenAPI document.
 """
 
 import contextlib
@@ -151,6 +154,7 @@ def create_app(
     app.include_router(v1)
     for path, endpoint, summary in _DISCOVERY:
         app.add_api_route(path, endpoint, methods=["GET"], tags=["discovery"], summary=summary)
+        app.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)  # rule 4
 
     if mcp_app is not None:
         # `/mcp` itself (where MCP clients post) without a redirect, and any path below it.
