@@ -58,7 +58,7 @@ from ._conditionals import etag, if_match_fails, none_match, parse_range, range_
 from ._deps import GrantDep, StoreDep, current_grant
 from ._errors import PreconditionFailed, RangeNotSatisfiable
 from ._params import Param, Params
-from ._schemas import card_schema, error_responses, field_window_schema, json_response
+from ._schemas import card_schema, error_responses, field_window_schema, headers, json_response
 
 __all__ = [
     "ABSENT_OPERATIONS",
@@ -311,9 +311,14 @@ def _get(path: str, **options: Any) -> Callable[[_Handler], _Handler]:
     openapi_extra=WINDOW_PARAMS.openapi(),
     responses={
         200: json_response(
-            field_window_schema(), "The field window (docs/contract.md §3), with links."
+            field_window_schema(),
+            "The field window (docs/contract.md §3), with links.",
+            sent=("ETag",),
         ),
-        304: {"description": "Not modified (If-None-Match names the field's current digest)."},
+        304: {
+            "description": "Not modified (If-None-Match names the field's current digest).",
+            "headers": headers("ETag"),
+        },
         **error_responses(400, 401, 403, 404, 409, 412, 422, 503),
     },
 )
@@ -340,8 +345,13 @@ async def field_window(
     response_class=JSONResponse,
     openapi_extra=RECORD_PARAMS.openapi(),
     responses={
-        200: json_response(card_schema("RecordView"), "The projection (docs/contract.md §5)."),
-        304: {"description": "Not modified (If-None-Match names the record's revision)."},
+        200: json_response(
+            card_schema("RecordView"), "The projection (docs/contract.md §5).", sent=("ETag",)
+        ),
+        304: {
+            "description": "Not modified (If-None-Match names the record's revision).",
+            "headers": headers("ETag"),
+        },
         **error_responses(400, 401, 403, 404, 409, 412, 503),
     },
 )
@@ -398,13 +408,18 @@ async def search(request: Request, store: StoreDep, grant: GrantDep) -> Response
     responses={
         200: {
             "description": "The whole blob.",
+            "headers": headers("ETag"),
             "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
         },
         206: {
             "description": "One byte range (Content-Range).",
+            "headers": headers("ETag", "Content-Range"),
             "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
         },
-        304: {"description": "Not modified (If-None-Match names the current ETag)."},
+        304: {
+            "description": "Not modified (If-None-Match names the current ETag).",
+            "headers": headers("ETag"),
+        },
         **error_responses(400, 401, 403, 404, 416, 503),
     },
 )
