@@ -58,6 +58,7 @@ from pdpp_store._core.identity import (
 from pdpp_store._core.manifest import Manifest
 from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._core.window import (
+    DEFAULT_LIMIT_CHARS,
     MAX_LIMIT_CHARS,
     CursorSelector,
     MatchSelector,
@@ -374,6 +375,9 @@ def read_field_window(
         )
         match = (bounds.match_start, bounds.match_start + len(chosen.q))
         start, limit = bounds.start, bounds.limit
+        # Paging on from a match reads windows of the caller's `limit_chars`, else of the
+        # default size, never of the match window's (docs/decisions.md, "Reads").
+        onward = min(chosen.limit_chars or DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS)
         if bounds.clamped and limit_clamped_warning() not in warnings:
             warnings = (*warnings, limit_clamped_warning())
         prefix: str | None = None  # the window was cut from the text the match was found in
@@ -385,6 +389,7 @@ def read_field_window(
         else:
             assert isinstance(chosen, OffsetSelector)
             start, limit, prefix = chosen.offset_chars, chosen.limit_chars, None
+        onward = limit
         # Every offset at or past the field's end reads the same empty window, so the statement
         # gets an offset its SQL arithmetic can hold (Postgres `substr` takes 32-bit integers).
         rows = (
@@ -415,10 +420,10 @@ def read_field_window(
         match[0] if match else None,
         match[1] if match else None,
         # Minted when first read (`deferred_cursor`): a caller that wants the text pays no MAC.
-        deferred_cursor(codec.mint, binding, info.digest, end, limit)
+        deferred_cursor(codec.mint, binding, info.digest, end, onward)
         if end < info.size_chars
         else None,
-        deferred_cursor(codec.mint, binding, info.digest, max(0, start - limit), limit)
+        deferred_cursor(codec.mint, binding, info.digest, max(0, start - onward), onward)
         if start > 0
         else None,
         tuple(warnings),

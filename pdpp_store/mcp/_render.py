@@ -8,9 +8,13 @@ Rules:
    shape (docs/contract.md §10).
 3. Resource links name the `pdpp://` URI of each continuation that has one, for hosts that read
    resources; the text never depends on them.
-4. An error is an `isError` result whose text and structured content are the error envelope
-   (docs/contract.md §7); nothing an exception says reaches the client unless it is a `StoreError`
-   (whose messages are safe by the store's own rule).
+4. An error is an `isError` result whose `content[]` text is the error envelope (docs/contract.md
+   §7) and whose `_meta` holds the same envelope's `error` object (under `error`, beside what
+   the SDK adds there, such as the 2026 protocol's server info). It has no `structuredContent`: a
+   tool's `outputSchema` describes its success, and clients that validate `structuredContent`
+   against it even on errors (the TypeScript SDK 1.x, the MCP Inspector) would throw the envelope
+   away. Nothing an exception says reaches the client unless it is a `StoreError` (whose messages
+   are safe by the store's own rule).
 """
 
 from __future__ import annotations
@@ -61,9 +65,7 @@ def _link(uri: str, name: str, description: str) -> types.ResourceLink:
 def error_result(error: StoreError | Mapping[str, Any]) -> types.CallToolResult:
     envelope = error.to_dict() if isinstance(error, StoreError) else dict(error)
     return types.CallToolResult(
-        content=[_text(evidence_text.error_text(envelope))],
-        structured_content=envelope,
-        is_error=True,
+        content=[_text(evidence_text.error_text(envelope))], is_error=True, _meta=envelope
     )
 
 

@@ -13,7 +13,12 @@ Rules:
 2. A query parameter the route does not declare is `invalid_request` naming it, and so is a
    declared one given twice (which of the two did the client mean?): see `_params`.
 3. The OpenAPI document lists every status a route can answer with; FastAPI's generic 422
-   "validation error" is removed, since validation errors answer 400 here.
+   "validation error" is removed, since validation errors answer 400 here. Its schemas are
+   named components referenced by `$ref` (`_schemas`), it names its `servers`, and every
+   response documents the `X-Request-Id` header it carries.
+4. Every `GET` route answers `HEAD` too (RFC 9110 §9.3.2): the same handler, the same status and
+   headers, no body (the server sends none for `HEAD`); the `/v1` routes declare theirs
+   (`_routes`), the discovery routes here. The twins stay out of the OpenAPI document.
 """
 
 import contextlib
@@ -37,6 +42,7 @@ from ._deps import GrantOf
 from ._errors import install_error_handlers
 from ._params import Params
 from ._routes import router as v1
+from ._schemas import COMPONENTS, HEADERS
 
 __all__ = ["create_app"]
 
@@ -85,6 +91,10 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+SERVERS = [{"url": "/", "description": "The server this document was read from."}]
+"""The document's `servers`: relative, so it holds behind any address or proxy prefix."""
+
+
 def _openapi_without_422(app: FastAPI) -> Callable[[], dict[str, Any]]:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -93,6 +103,7 @@ def _openapi_without_422(app: FastAPI) -> Callable[[], dict[str, Any]]:
                 version=app.version,
                 description=app.description,
                 routes=app.routes,
+                servers=SERVERS,
             )
             for path in document.get("paths", {}).values():
                 for operation in path.values():
@@ -101,9 +112,13 @@ def _openapi_without_422(app: FastAPI) -> Callable[[], dict[str, Any]]:
                         del operation["responses"]["422"]
                     for parameter in operation.get("parameters", ()):
                         parameter["schema"] = _not_null(parameter["schema"])
-            schemas = document.get("components", {}).get("schemas", {})
+                    for response in operation.get("responses", {}).values():
+                        sent = response.setdefault("headers", {})
+                        sent["X-Request-Id"] = HEADERS["X-Request-Id"]
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
             for name in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(name, None)
+            schemas.update(COMPONENTS)
             app.openapi_schema = document
         return app.openapi_schema
 
@@ -151,6 +166,7 @@ def create_app(
     app.include_router(v1)
     for path, endpoint, summary in _DISCOVERY:
         app.add_api_route(path, endpoint, methods=["GET"], tags=["discovery"], summary=summary)
+        app.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)  # rule 4
 
     if mcp_app is not None:
         # `/mcp` itself (where MCP clients post) without a redirect, and any path below it.

@@ -13,8 +13,14 @@ Rules:
 2. Query parameters and headers are declared once per route (`_params`), which documents them
    in OpenAPI and parses them; path parameters are FastAPI's.
 3. Answers are private: `Cache-Control: private, no-store` on every one.
-4. A field window's `ETag` is the field's digest; `If-Match` naming another is 412 (the text the
-   client paged through has changed). A record's `ETag` is its revision (granted fields only).
+4. A field window's `ETag` is the field's digest, a record's its revision (granted fields
+   only): the same URL with the same tag is the same answer. On both, `If-Match` naming another
+   tag is 412 (what the client paged through has changed), then `If-None-Match` naming the
+   current one is 304 (RFC 9110 §13.2.2's order), each after the read, so every refusal of the
+   read comes first.
+8. `HEAD` is answered wherever `GET` is (`_get` registers both): the same handler, status and
+   headers; the server sends no body for `HEAD`, and a blob's `HEAD` reads no byte of it. The
+   `HEAD` twins stay out of the OpenAPI document.
 5. Blob bytes are streamed in bounded ranges read through the grant (`read_blob_range`), never
    held whole; metadata, conditionals and the range are settled before the first byte is sent, so
    every refusal is a proper status and envelope.
@@ -30,8 +36,8 @@ Rules:
 
 import logging
 import re
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Path, Request, Response
@@ -52,7 +58,7 @@ from ._conditionals import etag, if_match_fails, none_match, parse_range, range_
 from ._deps import GrantDep, StoreDep, current_grant
 from ._errors import PreconditionFailed, RangeNotSatisfiable
 from ._params import Param, Params
-from ._schemas import card_schema, error_responses, field_window_schema, json_response
+from ._schemas import card_schema, error_responses, field_window_schema, headers, json_response
 
 __all__ = [
     "ABSENT_OPERATIONS",
@@ -134,12 +140,30 @@ WINDOW_PARAMS = Params(
         "The field digest the client holds (its ETag): 412 if the field has changed.",
         where="header",
     ),
+    Param(
+        "If-None-Match",
+        str,
+        "ETags the client holds: 304 if one is the field's current digest.",
+        where="header",
+    ),
     window=True,
 )
 RECORD_PARAMS = Params(
     _CONNECTION,
     Param("fields", str, "Comma-separated field names: show only these of the granted fields."),
     Param("after_field", str, "A wide record's next page: the fields after this path."),
+    Param(
+        "If-Match",
+        str,
+        "The record revision the client holds (its ETag): 412 if the record has changed.",
+        where="header",
+    ),
+    Param(
+        "If-None-Match",
+        str,
+        "ETags the client holds: 304 if one is the record's current revision.",
+        where="header",
+    ),
 )
 SEARCH_PARAMS = Params(
     Param(
@@ -188,17 +212,17 @@ def _window_links(request: Request, window: FieldWindow, limit: int | None) -> d
     }
 
 
-def _unchanged_field(if_match: str | None, window: FieldWindow) -> str:
-    """The window's `ETag`, or 412 if `If-Match` names another digest (rule 4)."""
-    tag = etag(window.field.digest)
-    if if_match_fails(if_match, tag):
+def _not_modified(args: dict[str, Any], tag: str, what: str, details: dict[str, Any]) -> bool:
+    """Whether to answer 304 (`If-None-Match` names `tag`); 412 if `If-Match` names another
+    (rule 4). `details` say what is current now."""
+    if if_match_fails(args["If-Match"], tag):
         raise PreconditionFailed(
             "precondition_failed",
-            "the field has changed since the digest in If-Match: start again",
+            f"the {what} has changed since the tag in If-Match: start again",
             param="If-Match",
-            details={"current_digest": window.field.digest},
+            details=details,
         )
-    return tag
+    return none_match(args["If-None-Match"], tag)
 
 
 def _blob_headers(info: BlobInfo) -> dict[str, str]:
@@ -258,8 +282,27 @@ ABSENT_OPERATIONS: dict[str, str] = {
 }
 """Read operations no route calls, each with the reason."""
 
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
 
-@router.get(
+
+def _get(path: str, **options: Any) -> Callable[[_Handler], _Handler]:
+    """`router.get(path, **options)`, and the same handler for `HEAD` (rule 8)."""
+
+    def register(handler: _Handler) -> _Handler:
+        registered = router.get(path, **options)(handler)  # first: a 405 says `Allow: GET`
+        router.add_api_route(
+            path,
+            handler,
+            methods=["HEAD"],
+            response_class=options["response_class"],
+            include_in_schema=False,
+        )
+        return registered
+
+    return register
+
+
+@_get(
     "/streams/{stream}/records/{record_id}/field-window",
     tags=["records"],
     summary="A bounded window of one text field",
@@ -268,8 +311,14 @@ ABSENT_OPERATIONS: dict[str, str] = {
     openapi_extra=WINDOW_PARAMS.openapi(),
     responses={
         200: json_response(
-            field_window_schema(), "The field window (docs/contract.md §3), with links."
+            field_window_schema(),
+            "The field window (docs/contract.md §3), with links.",
+            sent=("ETag",),
         ),
+        304: {
+            "description": "Not modified (If-None-Match names the field's current digest).",
+            "headers": headers("ETag"),
+        },
         **error_responses(400, 401, 403, 404, 409, 412, 422, 503),
     },
 )
@@ -280,12 +329,15 @@ async def field_window(
     ref = _record(stream, record_id, args["connection_id"])
     selector = {name: args[name] for name in SELECTOR_ARGS}
     window = await store.read_field_window(grant, ref, args["field"], **selector)
-    tag = _unchanged_field(args["If-Match"], window)
+    headers = {**PRIVATE, "ETag": etag(window.field.digest)}
+    current = {"current_digest": window.field.digest}
+    if _not_modified(args, headers["ETag"], "field", current):
+        return Response(status_code=304, headers=headers)
     body = {**window.to_dict(), **_window_links(request, window, args["limit_chars"])}
-    return JSONResponse(body, headers={**PRIVATE, "ETag": tag})
+    return JSONResponse(body, headers=headers)
 
 
-@router.get(
+@_get(
     "/streams/{stream}/records/{record_id}",
     tags=["records"],
     summary="A record projected under the grant",
@@ -293,8 +345,14 @@ async def field_window(
     response_class=JSONResponse,
     openapi_extra=RECORD_PARAMS.openapi(),
     responses={
-        200: json_response(card_schema("RecordView"), "The projection (docs/contract.md §5)."),
-        **error_responses(400, 401, 403, 404, 409, 503),
+        200: json_response(
+            card_schema("RecordView"), "The projection (docs/contract.md §5).", sent=("ETag",)
+        ),
+        304: {
+            "description": "Not modified (If-None-Match names the record's revision).",
+            "headers": headers("ETag"),
+        },
+        **error_responses(400, 401, 403, 404, 409, 412, 503),
     },
 )
 async def record(
@@ -307,10 +365,13 @@ async def record(
         after_field=args["after_field"],
         fields=None if args["fields"] is None else args["fields"].split(","),
     )
-    return JSONResponse(view.to_dict(), headers={**PRIVATE, "ETag": etag(view.revision)})
+    headers = {**PRIVATE, "ETag": etag(view.revision)}
+    if _not_modified(args, headers["ETag"], "record", {"current_revision": view.revision}):
+        return Response(status_code=304, headers=headers)
+    return JSONResponse(view.to_dict(), headers=headers)
 
 
-@router.get(
+@_get(
     "/search",
     tags=["search"],
     summary="Records that match, with proven evidence per matched field",
@@ -337,7 +398,7 @@ async def search(request: Request, store: StoreDep, grant: GrantDep) -> Response
     return JSONResponse(page.to_dict(), headers=PRIVATE)
 
 
-@router.get(
+@_get(
     "/blobs/{blob_id}",
     tags=["blobs"],
     summary="A blob's bytes, through a record the grant can see",
@@ -347,13 +408,18 @@ async def search(request: Request, store: StoreDep, grant: GrantDep) -> Response
     responses={
         200: {
             "description": "The whole blob.",
+            "headers": headers("ETag"),
             "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
         },
         206: {
             "description": "One byte range (Content-Range).",
+            "headers": headers("ETag", "Content-Range"),
             "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
         },
-        304: {"description": "Not modified (If-None-Match names the current ETag)."},
+        304: {
+            "description": "Not modified (If-None-Match names the current ETag).",
+            "headers": headers("ETag"),
+        },
         **error_responses(400, 401, 403, 404, 416, 503),
     },
 )
@@ -369,7 +435,8 @@ async def blob(
     if none_match(args["If-None-Match"], headers["ETag"]):
         return Response(status_code=304, headers=headers)
     first, last = _byte_range(args["Range"], args["If-Range"], info, headers)
+    status = 206 if "Content-Range" in headers else 200
+    if request.method == "HEAD":  # rule 8: the headers, and no byte read
+        return Response(status_code=status, headers=headers)
     body = blob_body(store, grant, info, first, last)
-    return StreamingResponse(
-        body, status_code=206 if "Content-Range" in headers else 200, headers=headers
-    )
+    return StreamingResponse(body, status_code=status, headers=headers)

@@ -1,11 +1,18 @@
-"""What the OpenAPI document says each response holds.
+"""What the OpenAPI document says each response holds, as named components.
 
 Rules:
 1. Success bodies are described by the evidence cards' own JSON Schemas
    (`pdpp_store.evidence`), never by a second copy written here; the REST layer adds only what it
-   adds to the wire (`url`, `links` of a field window).
+   adds to the wire (`url`, `links` of a field window: `FieldWindowResponse`).
 2. The error envelope is the evidence's `Error` schema plus `request_id` (what `_errors` adds).
    Every route lists every status it can answer with, each with that envelope.
+3. Every schema is named once under `components.schemas` (`COMPONENTS`) and referenced by
+   `$ref` wherever it is used, inside other schemas too: a card's schema that holds another card
+   inline holds a `$ref` to it instead, so generated clients get one class per card.
+4. A continuation's `arguments` are typed (`ContinuationArguments`): every argument a
+   continuation of `read_field_window`, `read_record` or `search` can carry, by name and type.
+5. Response headers are documented where they are sent: `ETag` on what has one, `Content-Range`
+   on a byte range and on 416, `X-Request-Id` on every answer (added by `create_app`).
 """
 
 from __future__ import annotations
@@ -13,15 +20,25 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pdpp_store import evidence
+from pdpp_store import SELECTOR_ARGS, evidence
 
 __all__ = [
+    "COMPONENTS",
     "ERROR_SCHEMA",
+    "HEADERS",
     "card_schema",
     "error_responses",
     "field_window_schema",
     "json_response",
+    "ref",
 ]
+
+_PREFIX = "#/components/schemas/"
+
+
+def ref(name: str) -> dict[str, Any]:
+    """A reference to the component schema `name`."""
+    return {"$ref": _PREFIX + name}
 
 
 def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
@@ -55,18 +72,25 @@ _DESCRIPTIONS = {
 }
 
 
-def card_schema(name: str) -> dict[str, Any]:
+def _card(name: str) -> dict[str, Any]:
     """The published JSON Schema of the evidence card `name` (`pdpp_store.evidence`)."""
     return _without_dialect(evidence.json_schemas()[name])
 
 
-def field_window_schema() -> dict[str, Any]:
+def card_schema(name: str) -> dict[str, Any]:
+    """The reference to the evidence card `name`'s component schema (rule 3)."""
+    assert name in COMPONENTS, name
+    return ref(name)
+
+
+def _field_window_response() -> dict[str, Any]:
     """The field-window envelope's schema (docs/contract.md §3) plus what REST adds: `url` and
     `links`."""
-    card = card_schema("FieldWindow")
+    card = _card("FieldWindow")
     link = {"type": ["string", "null"]}
     return {
         **card,
+        "title": "FieldWindowResponse",
         "required": [*card.get("required", ()), "url", "links"],
         "properties": {
             **card.get("properties", {}),
@@ -81,10 +105,114 @@ def field_window_schema() -> dict[str, Any]:
     }
 
 
-def json_response(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+def field_window_schema() -> dict[str, Any]:
+    """The reference to the field-window answer's component schema."""
+    return ref("FieldWindowResponse")
+
+
+_JSON_TYPES = {int: "integer", str: "string", bool: "boolean"}
+
+
+def _continuation_arguments() -> dict[str, Any]:
+    """Rule 4: the arguments of the operations a continuation names, typed; the selector's from
+    `SELECTOR_ARGS`, so a new selector argument is documented here by itself."""
+    text = {"type": "string"}
+    names = {"type": "array", "items": text}
+    properties: dict[str, Any] = {
+        "record": {**text, "description": "The record as a self-contained id."},
+        "field": {**text, "description": "read_field_window: the field's path."},
+        **{
+            arg.name: {"type": _JSON_TYPES.get(arg.type, "string"), "description": arg.help}
+            for arg in SELECTOR_ARGS.values()
+        },
+        "after_field": {**text, "description": "read_record: the fields after this path."},
+        "fields": {**names, "description": "read_record: only these fields."},
+        "limit": {"type": "integer", "description": "search: hits per page."},
+        "streams": {**names, "description": "search: only these streams."},
+        "connection_id": {**text, "description": "search: only this connection."},
+    }
+    return {
+        "title": "ContinuationArguments",
+        "description": "The keyword arguments of the library operation a continuation names.",
+        "type": "object",
+        "properties": properties,
+    }
+
+
+def _hoisted(schema: dict[str, Any], cards: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`schema` with every nested schema equal to a card's replaced by its `$ref` (rule 3)."""
+
+    def walk(node: Any, top: bool) -> Any:
+        if isinstance(node, dict):
+            if not top:
+                for name, card in cards.items():
+                    if node == card:
+                        return ref(name)
+            return {key: walk(value, False) for key, value in node.items()}
+        if isinstance(node, list):
+            return [walk(value, False) for value in node]
+        return node
+
+    hoisted: dict[str, Any] = walk(schema, True)
+    return hoisted
+
+
+def _components() -> dict[str, dict[str, Any]]:
+    cards = {
+        name: _without_dialect(schema)
+        for name, schema in evidence.json_schemas().items()
+        if name != "Error"  # REST's own (with request_id) below
+    }
+    components = {name: _hoisted(schema, cards) for name, schema in cards.items()}
+    components["Continuation"]["properties"]["arguments"] = ref("ContinuationArguments")
+    components["ContinuationArguments"] = _continuation_arguments()
+    components["FieldWindowResponse"] = _hoisted(_field_window_response(), cards)
+    components["Error"] = _hoisted(ERROR_SCHEMA, cards)
+    return components
+
+
+COMPONENTS: dict[str, dict[str, Any]] = _components()
+"""The document's `components.schemas` (rule 3)."""
+
+HEADERS: dict[str, dict[str, Any]] = {
+    "ETag": {
+        "description": "The entity tag: a field window's field digest, a record's revision, "
+        "a blob's sha256.",
+        "schema": {"type": "string"},
+    },
+    "Content-Range": {
+        "description": "The range sent (206), or `bytes */size` (416).",
+        "schema": {"type": "string"},
+    },
+    "X-Request-Id": {
+        "description": "This request's id (also `request_id` in an error).",
+        "schema": {"type": "string"},
+    },
+}
+"""Response headers (rule 5), each documented where the response sends it."""
+
+
+def headers(*names: str) -> dict[str, Any]:
+    return {name: HEADERS[name] for name in names}
+
+
+def json_response(
+    schema: dict[str, Any], description: str, *, sent: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": schema}},
+    }
+    if sent:
+        response["headers"] = headers(*sent)
+    return response
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The error statuses of a route, each with the envelope."""
-    return {status: json_response(ERROR_SCHEMA, _DESCRIPTIONS[status]) for status in statuses}
+    return {
+        status: json_response(
+            ref("Error"), _DESCRIPTIONS[status], sent=("Content-Range",) if status == 416 else ()
+        )
+        for status in statuses
+    }

@@ -120,14 +120,20 @@ def test_cursors_carry_their_limit_unless_overridden(store: StoreFront) -> None:
     assert_window(clamped, TEXT, 1000, 16384)
     assert clamped["meta"] == {"warnings": [CLAMPED]}
 
-    # The cursors of a match window carry on from it, with its length.
-    text = "x" * 3000 + "Needle" + "y" * 3000
+    # The cursors of a match window carry on from it, with the default length (4096), not the
+    # match window's; with the caller's limit_chars when one was given (issue 24).
+    text = "x" * 3000 + "Needle" + "y" * 6000
     store.upsert_records(MAILBOX, "message_bodies", [body("m", text)])
     window = _read(store, "m", q="NEEDLE", before_chars=10, after_chars=20)["window"]
     assert (window["start_chars"], window["limit_chars"]) == (2990, 36)
-    after = assert_window(_read(store, "m", cursor=window["next_cursor"]), text, 3026, 36)
+    after = assert_window(_read(store, "m", cursor=window["next_cursor"]), text, 3026, 4096)
     assert (after["match_start_chars"], after["match_end_chars"]) == (None, None)
-    assert_window(_read(store, "m", cursor=window["previous_cursor"]), text, 2954, 36)
+    assert_window(_read(store, "m", cursor=window["previous_cursor"]), text, 0, 4096)
+    window = _read(store, "m", q="NEEDLE", before_chars=10, after_chars=20, limit_chars=30)
+    assert (window["window"]["start_chars"], window["window"]["limit_chars"]) == (2990, 30)
+    next_cursor = window["window"]["next_cursor"]
+    assert_window(_read(store, "m", cursor=next_cursor), text, 3020, 30)
+    assert_window(_read(store, "m", cursor=window["window"]["previous_cursor"]), text, 2960, 30)
 
 
 # -- what a cursor may not be combined with -----------------------------------------------------

@@ -126,6 +126,7 @@ def _said(result: Any) -> str:
     for block in result.content:
         parts.append(block.model_dump_json(by_alias=True))
     parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    parts.append(json.dumps(result.meta, ensure_ascii=False))  # an error's envelope
     return "\n".join(parts)
 
 

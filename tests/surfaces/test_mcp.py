@@ -151,10 +151,13 @@ def narrow() -> Grant:
 
 
 def envelope_of(result: Any) -> dict[str, Any]:
-    """An isError result's envelope, which both channels must carry identically."""
+    """An isError result's envelope: the text of content[] and `_meta.error` carry it alike, and
+    there is no structuredContent (a tool's outputSchema is its success shape, which clients
+    validate even on errors)."""
     assert result.is_error
+    assert result.structured_content is None
     said: dict[str, Any] = json.loads(texts(result))
-    assert said == result.structured_content
+    assert said == {"error": result.meta["error"]}  # beside what the SDK itself puts in _meta
     assert set(said) == {"error"}
     error: dict[str, Any] = said["error"]
     assert {"type", "code", "message"} <= set(error)
@@ -424,7 +427,7 @@ async def test_binary_stays_metadata_only(loaded: tuple[str, dict[str, Any]]) ->
         assert meta.structured_content["size_bytes"] == len(BLOB_BYTES)
         resource = await client.read_resource(f"pdpp://blob/{blob_id}")
         for result in (fetched, refused, meta):
-            said += [texts(result), json.dumps(result.structured_content)]
+            said += [texts(result), json.dumps(result.structured_content), json.dumps(result.meta)]
         said.append(resource_text(resource))
     everything = "\n".join(said)
     assert "BLOBSECRETBYTES" not in everything
@@ -448,7 +451,7 @@ async def test_an_ungranted_field_is_an_error_and_never_shown(
             await client.call_tool("read_record_field", {"id": SMALL, "field_path": "body_text"})
         )
         for result in results:
-            said += [texts(result), json.dumps(result.structured_content)]
+            said += [texts(result), json.dumps(result.structured_content), json.dumps(result.meta)]
         record_uri = f"pdpp://record/{_record_handle('small')}"
         said.append(resource_text(await client.read_resource(record_uri)))
         fetched = json_lines(results[1])

@@ -665,16 +665,20 @@ async def test_the_openapi_document_lists_every_route_and_status(site: Site) -> 
     assert {"read_field_window", "read_record", "read_blob", "search"} <= set(operations)
     window = operations["read_field_window"]
     assert set(window["responses"]) == {
-        "200", "400", "401", "403", "404", "409", "412", "422", "503"
+        "200", "304", "400", "401", "403", "404", "409", "412", "422", "503"
     }  # fmt: skip
     names = {p["name"] for p in window["parameters"]}
     assert {"field", "connection_id", "offset_chars", "limit_chars", "q"} <= names
-    assert {"before_chars", "after_chars", "cursor", "If-Match"} <= names
+    assert {"before_chars", "after_chars", "cursor", "If-Match", "If-None-Match"} <= names
+    record = operations["read_record"]
+    assert {"304", "412"} <= set(record["responses"])
+    assert {"If-Match", "If-None-Match"} <= {p["name"] for p in record["parameters"]}
+    assert all(set(path) == {"get"} for path in paths.values())  # HEAD goes without saying
     assert set(operations["read_blob"]["responses"]) >= {"200", "206", "304", "416"}
     for operation in operations.values():
         for status, response in operation["responses"].items():
             if status.startswith(("4", "5")):
                 schema = response["content"]["application/json"]["schema"]
-                assert schema["title"] == "Error"
+                assert schema == {"$ref": "#/components/schemas/Error"}
     assert "HTTPValidationError" not in json.dumps(document)
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
