@@ -118,7 +118,9 @@ def test_storage_unavailable_carries_a_retry_hint_on_rest_and_mcp(
     assert called.status_code == 200, called.text
     result = called.json()["result"]
     assert result["isError"] is True
-    envelope = result["structuredContent"]["error"]
+    assert "structuredContent" not in result  # an error's envelope is in content[] and _meta
+    envelope = result["_meta"]["error"]
+    assert json.loads(result["content"][0]["text"]) == {"error": envelope}
     assert envelope["code"] == "storage_unavailable", envelope
     assert envelope["retry_after_s"] == 1
 
