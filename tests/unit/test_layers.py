@@ -169,11 +169,58 @@ and calls no `Execute` can only yield what an `_sql` builder returned."""
 STATEMENT_WRAPPERS = ("Execute", "DriverSQL")
 
 
+SQL_MODULES_WHOLE = (
+    "pdpp_store._sql.dialects",
+    "pdpp_store._sql.tables",
+    "pdpp_store._sql.visibility",
+)
+"""Modules of SQL material that an operation must not take whole: through `dialects.strpos(...)`
+it could spell a statement the names in `SQL_MATERIAL` forbid one by one."""
+
+
+def _whole_modules(path: Path) -> Iterator[str]:
+    """The modules `path` binds whole: `import a.b` and `from a import b` where `a.b` is a
+    module (unlike `imports_of`, which cannot tell `from a import b` from `from a.b import c`)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            origin = _origin(node, package)
+            for alias in node.names:
+                target = f"{origin}.{alias.name}"
+                if _is_module(target):
+                    yield target
+
+
+def _origin(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _is_module(name: str) -> bool:
+    """Whether `name` is a module or package of the tree under `PACKAGE`."""
+    parts = name.split(".")
+    if parts[0] != PACKAGE.name:
+        return False
+    path = PACKAGE.joinpath(*parts[1:])
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def _sql_built_in(paths: list[Path]) -> list[str]:
     """Where a module of `paths` takes SQL material (`SQL_MATERIAL`), or makes an `Execute` or
     a `DriverSQL` by any spelling (a name, or an attribute of a module imported whole)."""
     found = _offenders(paths, SQL_MATERIAL)
     for path in paths:
+        found.extend(
+            f"{_module_name(path)} imports {name} whole"
+            for name in _whole_modules(path)
+            if name in SQL_MODULES_WHOLE
+        )
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call):
                 func = node.func
@@ -203,6 +250,8 @@ def test_a_statement_built_in_an_operation_fails_the_rule(
         "aliased": "import sqlalchemy as sa\n",
         "tables": "from .._sql.tables import records\n",
         "visibility": "from pdpp_store._sql.visibility import visible_records\n",
+        "dialects_whole": "from pdpp_store._sql import dialects\n",
+        "tables_whole": "from .._sql import tables\n",
         "dialects": "from pdpp_store._sql.dialects import strpos\n",
         "wraps": "from pdpp_store._sql.requests import Execute\n",
         "wraps_whole": (
@@ -217,6 +266,10 @@ def test_a_statement_built_in_an_operation_fails_the_rule(
     )
     for name, source in {**violations, "clean": clean}.items():
         (ops / f"{name}.py").write_text(source, encoding="utf-8")
+    sql_package = tmp_path / "pdpp_store" / "_sql"  # so `from ._sql import x` names a module
+    sql_package.mkdir()
+    for name in ("__init__", "dialects", "requests", "tables", "visibility", "writes"):
+        (sql_package / f"{name}.py").write_text("", encoding="utf-8")
     monkeypatch.setitem(globals(), "PACKAGE", tmp_path / "pdpp_store")
     offenders = _sql_built_in(_modules("_ops"))
     for name in violations:
@@ -311,3 +364,158 @@ def test_a_surface_importing_another_fails(tmp_path: Path, monkeypatch: pytest.M
         "pdpp_store.rest._app imports pdpp_store.mcp",
         "pdpp_store.rest._app imports pdpp_store.mcp.http_app",
     ]
+
+
+# ---------------------------------------------------------------- nothing runs back up
+
+ABOVE_THE_STORE = (
+    "pdpp_store._opening",
+    "pdpp_store._store",
+    "pdpp_store.http",
+    "pdpp_store.serve",
+    "pdpp_store.rest",
+    "pdpp_store.mcp",
+    "pdpp_store.cli",
+    "pdpp_store.demo",
+)
+"""What sits above the layers that build and run reads: the fronts, opening, and the surfaces."""
+
+LOWER_LAYERS = {
+    "_core": ABOVE_THE_STORE,
+    "evidence": ABOVE_THE_STORE,
+    "_sql": ABOVE_THE_STORE,
+    "_ops": ABOVE_THE_STORE,
+    "_runtime": ("pdpp_store._ops", *ABOVE_THE_STORE),
+}
+"""Each lower layer and what it may not import (besides the rules above): nothing above it, and
+not the package's root either, which re-exports the fronts (`from pdpp_store import Store`)."""
+
+
+def upward_imports(layers: dict[str, tuple[str, ...]]) -> list[str]:
+    found = []
+    for layer, forbidden in layers.items():
+        paths = _modules(layer)
+        found.extend(_offenders(paths, forbidden))
+        found.extend(
+            f"{_module_name(path)} imports the package root"
+            for path in paths
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if (isinstance(node, ast.ImportFrom) and not node.level and node.module == "pdpp_store")
+            or (isinstance(node, ast.Import) and any(a.name == "pdpp_store" for a in node.names))
+        )
+    return sorted(found)
+
+
+def test_no_lower_layer_imports_one_above_it() -> None:
+    for layer in LOWER_LAYERS:
+        assert _modules(layer), layer
+    assert upward_imports(LOWER_LAYERS) == []
+
+
+def test_an_upward_import_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "pdpp_store"
+    sources = {
+        "_core/a.py": "from pdpp_store import Store\n",
+        "_sql/b.py": "def later():\n    from pdpp_store.http import Tokens\n",
+        "_runtime/c.py": "from .._ops import reads\n",
+        "_ops/d.py": "import pdpp_store\n",
+        "evidence/e.py": "from pdpp_store._core import errors\n",
+    }
+    for name, source in sources.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(source, encoding="utf-8")
+    monkeypatch.setitem(globals(), "PACKAGE", package)
+    assert upward_imports(LOWER_LAYERS) == [
+        "pdpp_store._core.a imports the package root",
+        "pdpp_store._ops.d imports the package root",
+        "pdpp_store._runtime.c imports pdpp_store._ops",
+        "pdpp_store._runtime.c imports pdpp_store._ops.reads",
+        "pdpp_store._sql.b imports pdpp_store.http",
+        "pdpp_store._sql.b imports pdpp_store.http.Tokens",
+    ]
+
+
+# ---------------------------------------------------------------- no circle
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the modules of the package it imports (`from a import b` counts as `a.b` when
+    that is a module, else as `a`); a module's own ancestor packages are not edges, since
+    importing any submodule runs them first anyway."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                origin = _origin(node, package)
+                for alias in node.names:
+                    whole = f"{origin}.{alias.name}"
+                    targets.add(whole if _is_module(whole) else origin)
+        graph[module] = {
+            target
+            for target in targets
+            if _is_module(target) and target != module and not module.startswith(target + ".")
+        }
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_import_graph_has_no_circle() -> None:
+    graph = import_graph()
+    assert "pdpp_store._store" in graph["pdpp_store"]
+    assert circles(graph) == []
+
+
+def test_a_circle_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "pdpp_store"
+    sources = {
+        "__init__.py": "from .rest import app\n",
+        "rest/__init__.py": "from ._app import app\n",
+        "rest/_app.py": "def app():\n    from pdpp_store.mcp import tools\n",
+        "mcp/__init__.py": "",
+        "mcp/tools.py": "from ..rest import _app\n",
+        "mcp/calls.py": "from . import tools\n",
+    }
+    for name, source in sources.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(source, encoding="utf-8")
+    monkeypatch.setitem(globals(), "PACKAGE", package)
+    assert circles(import_graph()) == [["pdpp_store.mcp.tools", "pdpp_store.rest._app"]]
