@@ -18,9 +18,6 @@ Rules:
    tag is 412 (what the client paged through has changed), then `If-None-Match` naming the
    current one is 304 (RFC 9110 §13.2.2's order), each after the read, so every refusal of the
    read comes first.
-8. `HEAD` is answered wherever `GET` is (`_get` registers both): the same handler, status and
-   headers; the server sends no body for `HEAD`, and a blob's `HEAD` reads no byte of it. The
-   `HEAD` twins stay out of the OpenAPI document.
 5. Blob bytes are streamed in bounded ranges read through the grant (`read_blob_range`), never
    held whole; metadata, conditionals and the range are settled before the first byte is sent, so
    every refusal is a proper status and envelope.
@@ -32,6 +29,9 @@ Rules:
    (docs/decisions.md).
 7. `ROUTE_OPERATIONS` says which catalogued operations each route performs and
    `ABSENT_OPERATIONS` why the other reads have no route; a test holds both to the catalogue.
+8. `HEAD` is answered wherever `GET` is (`_get` registers both): the same handler, status and
+   headers; the server sends no body for `HEAD`, and a blob's `HEAD` reads no byte of it. The
+   `HEAD` twins stay out of the OpenAPI document.
 """
 
 import logging
