@@ -14,7 +14,6 @@ included, since a lazy import is still an import), with relative imports resolve
 from __future__ import annotations
 
 import ast
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,6 +42,14 @@ def _modules(*under: str) -> list[Path]:
     return found
 
 
+def _origin(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
 def imports_of(path: Path) -> Iterator[str]:
     """Every module `path` imports, absolute (for `from X import a`, both `X` and `X.a`)."""
     module = _module_name(path)
@@ -51,12 +58,7 @@ def imports_of(path: Path) -> Iterator[str]:
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                origin = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                origin = node.module or ""
+            origin = _origin(node, package)
             yield origin
             yield from (f"{origin}.{alias.name}" for alias in node.names)
 
@@ -68,6 +70,14 @@ def _offenders(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
         for name in imports_of(path)
         if any(name == bad or name.startswith(bad + ".") for bad in forbidden)
     ]
+
+
+def _use_package(package: Path, sources: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Write a synthetic package (`sources`: path → text) and point the checks at it."""
+    for name, source in sources.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(source, encoding="utf-8")
+    monkeypatch.setitem(globals(), "PACKAGE", package)
 
 
 STORE_LAYERS = ("pdpp_store._sql", "pdpp_store._ops", "pdpp_store._runtime", "pdpp_store._store")
@@ -192,14 +202,6 @@ def _whole_modules(path: Path) -> Iterator[str]:
                 target = f"{origin}.{alias.name}"
                 if _is_module(target):
                     yield target
-
-
-def _origin(node: ast.ImportFrom, package: str) -> str:
-    if not node.level:
-        return node.module or ""
-    base = package.split(".")
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join([*base, *([node.module] if node.module else [])])
 
 
 def _is_module(name: str) -> bool:
@@ -352,10 +354,7 @@ def test_a_surface_importing_another_fails(tmp_path: Path, monkeypatch: pytest.M
         "demo.py": "import pdpp_store.cli\n",
         "cli.py": "from .serve import run\nfrom .demo import run_demo\n",
     }
-    for name, source in sources.items():
-        (package / name).parent.mkdir(parents=True, exist_ok=True)
-        (package / name).write_text(source, encoding="utf-8")
-    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
+    _use_package(package, sources, monkeypatch)
     assert surface_crossings() == [
         "pdpp_store.demo imports pdpp_store.cli",
         "pdpp_store.http imports pdpp_store.serve",
@@ -421,10 +420,7 @@ def test_an_upward_import_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         "_ops/d.py": "import pdpp_store\n",
         "evidence/e.py": "from pdpp_store._core import errors\n",
     }
-    for name, source in sources.items():
-        (package / name).parent.mkdir(parents=True, exist_ok=True)
-        (package / name).write_text(source, encoding="utf-8")
-    monkeypatch.setitem(globals(), "PACKAGE", package)
+    _use_package(package, sources, monkeypatch)
     assert upward_imports(LOWER_LAYERS) == [
         "pdpp_store._core.a imports the package root",
         "pdpp_store._ops.d imports the package root",
@@ -514,8 +510,5 @@ def test_a_circle_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         "mcp/tools.py": "from ..rest import _app\n",
         "mcp/calls.py": "from . import tools\n",
     }
-    for name, source in sources.items():
-        (package / name).parent.mkdir(parents=True, exist_ok=True)
-        (package / name).write_text(source, encoding="utf-8")
-    monkeypatch.setitem(globals(), "PACKAGE", package)
+    _use_package(package, sources, monkeypatch)
     assert circles(import_graph()) == [["pdpp_store.mcp.tools", "pdpp_store.rest._app"]]
