@@ -71,6 +71,7 @@ from .folding import fold
 from .grants import normalize_instant
 from .identity import MAX_FIELD_PATH_BYTES, is_unicode
 from .manifest import RANGE_OPERATORS, StreamSpec
+from .values import json_type
 
 __all__ = [
     "MAX_ARRAY_ELEMENTS",
@@ -364,15 +365,11 @@ def _shape(name: str, body: object) -> _Shape:
 
 
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
+    """`values.json_type`, except that an integral float is an integer (`1.0` fits an integer
+    field, as JSON Schema says)."""
+    if isinstance(value, float) and value.is_integer():
         return "integer"
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    return "string"
+    return json_type(value)
 
 
 def _value(spec: StreamSpec, name: str, value: object, *, typed: bool = True) -> Comparable:
