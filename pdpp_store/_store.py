@@ -157,7 +157,7 @@ class _StoreCore:
             cursor=cursor,
         )
 
-    def _op_query_records(  # noqa: PLR0913 - the operation's arguments
+    def _op_query_records(
         self,
         grant: Grant,
         stream: str,
@@ -381,7 +381,7 @@ class Store(_StoreCore):
     def describe_grant(self, grant: Grant) -> GrantSchema:
         return self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
 
-    def query_records(  # noqa: PLR0913 - the operation's arguments
+    def query_records(
         self,
         grant: Grant,
         stream: str,
@@ -613,7 +613,7 @@ class AsyncStore(_StoreCore):
     async def describe_grant(self, grant: Grant) -> GrantSchema:
         return await self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
 
-    async def query_records(  # noqa: PLR0913 - the operation's arguments
+    async def query_records(
         self,
         grant: Grant,
         stream: str,

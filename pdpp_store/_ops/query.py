@@ -14,7 +14,7 @@ from .reads import ReadContext
 __all__ = ["query_records"]
 
 
-def query_records(  # noqa: PLR0913 - the operation's arguments, as the catalogue lists them
+def query_records(
     ctx: ReadContext,
     grant: Grant,
     stream: str,

@@ -24,8 +24,8 @@ from .card import CardSlot, RecordCard
 from .continuation import Continuation
 from .error import ERROR_SCHEMA
 from .field import FieldInfo
-from .page import PageOrder, RecordPage, RecordRow, RecordTombstone
 from .grant_schema import FieldSchema, GrantSchema, StreamSchema
+from .page import PageOrder, RecordPage, RecordRow, RecordTombstone
 from .record import FieldPreview, RecordView
 from .search import MatchExcerpt, SearchHit, SearchPage
 from .upsert import UpsertResult
