@@ -475,7 +475,7 @@ def _parts_binding(domain: bytes, parts: Sequence[bytes | str]) -> bytes:
     return hasher.digest()[:16]
 
 
-def list_binding(
+def list_binding(  # noqa: PLR0917 - everything that shaped a page, in one order
     grant_fingerprint: bytes,
     stream: str,
     connection_id: str | None,

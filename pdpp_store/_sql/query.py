@@ -84,8 +84,12 @@ def _scope(
     return condition, dict(terms)
 
 
+_ORDER = field_values.alias("order_value")
+"""The order field's `field_values` row of each listed record."""
+
+
 def _order_value(kind: OrderKind) -> ColumnElement[Any]:
-    return field_values.c.instant if kind == "instant" else field_values.c.num
+    return _ORDER.c.instant if kind == "instant" else _ORDER.c.num
 
 
 def _value(value: OrderValue, kind: OrderKind) -> Any:
@@ -135,16 +139,16 @@ def records_page(
         return Execute(statement.limit(bindparam("q_limit", limit, type_=Integer)), params)
     value_column = _order_value(order_kind)
     kind_ok = (
-        and_(field_values.c.kind == literal_column("'string'"), field_values.c.instant.is_not(None))
+        and_(_ORDER.c.kind == literal_column("'string'"), _ORDER.c.instant.is_not(None))
         if order_kind == "instant"
-        else field_values.c.kind == literal_column("'number'")
+        else _ORDER.c.kind == literal_column("'number'")
     )
     joined = records.outerjoin(
-        field_values,
+        _ORDER,
         and_(
-            same_record(field_values, records),
-            field_values.c.path == order_field,
-            field_values.c.element == 0,
+            same_record(_ORDER, records),
+            _ORDER.c.path == order_field,
+            _ORDER.c.element == 0,
             kind_ok,
         ),
     )
