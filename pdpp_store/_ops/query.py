@@ -43,6 +43,7 @@ from pdpp_store._core.filters import Filter, parse_filter
 from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import RecordRef, validate_field_path, validate_safe_name
 from pdpp_store._core.manifest import StreamSpec
+from pdpp_store._sql import catalogue as catalogue_sql
 from pdpp_store._sql import query as query_sql
 from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import (
@@ -230,6 +231,12 @@ def query_records(
         if found_spec is not None:
             spec_of[conn] = found_spec
     if not spec_of:
+        if connection_id is not None and not (yield catalogue_sql.connection_exists(connection_id)):
+            raise NotFound(
+                "connection_not_found",
+                f"connection {connection_id!r} is not found",
+                param="connection_id",
+            )
         raise NotFound("stream_not_declared", f"stream {stream!r} is not declared", param="stream")
     specs = list({id(spec): spec for spec in spec_of.values()}.values())
     # 4. the filter, the order and the projection

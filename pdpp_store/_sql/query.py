@@ -37,6 +37,7 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    true,
     tuple_,
 )
 
@@ -249,7 +250,7 @@ def changes_page(
         )
         .where(
             scope,
-            or_(*since) if since else literal_column("1") == 1,
+            or_(*since) if since else true(),
             or_(records.c.deleted == True, filter_condition(filter, records)),  # noqa: E712
         )
         .order_by(records.c.connection_id, records.c.change_seq)
