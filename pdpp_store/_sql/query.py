@@ -32,9 +32,9 @@ from sqlalchemy import (
     Integer,
     and_,
     bindparam,
+    exists,
     func,
     literal_column,
-    not_,
     or_,
     select,
     true,
@@ -59,13 +59,15 @@ __all__ = [
     "change_rows",
     "changes_page",
     "counter_tops",
+    "key_page",
     "match_count",
+    "missing_page",
     "page_rows",
     "record_count",
-    "records_page",
     "row_fields",
     "row_previews",
     "tops",
+    "valued_page",
 ]
 
 OrderKind = Literal["instant", "number"]
@@ -97,85 +99,137 @@ def _value(value: OrderValue, kind: OrderKind) -> Any:
     return exact_numeric(value) if kind == "number" and value is not None else value  # type: ignore[arg-type]
 
 
-def _after(
-    key_columns: Sequence[ColumnElement[Any]], values: Sequence[Any], direction: Direction
+def _ordered(columns: Sequence[ColumnElement[Any]], direction: Direction) -> list[Any]:
+    return [column.desc() if direction == "desc" else column.asc() for column in columns]
+
+
+def _beyond(
+    columns: Sequence[ColumnElement[Any]], values: Sequence[Any], direction: Direction
 ) -> ColumnElement[bool]:
-    """The rows strictly after `values` in `direction` over `key_columns` (lexicographic)."""
-    options: list[ColumnElement[bool]] = []
-    for depth in range(len(key_columns)):
-        equal = [
-            column == value for column, value in zip(key_columns[:depth], values, strict=False)
-        ]
-        column, value = key_columns[depth], values[depth]
-        beyond = column < value if direction == "desc" else column > value
-        options.append(and_(*equal, beyond))
-    return or_(*options)
+    """Rows strictly after `values` over `columns` in `direction`, as one row-value comparison
+    (which both databases can use as an index range when the columns follow the index)."""
+    left, right = tuple_(*columns), tuple_(*values)
+    return left < right if direction == "desc" else left > right
 
 
-def records_page(
+def key_page(
     grant: StreamGrant,
     filter: Filter,
     *,
     connection_id: str | None,
-    order_field: str | None,
-    order_kind: OrderKind,
     direction: Direction,
-    after: PageKey | None,
+    after: tuple[str, str] | None,
     limit: int,
 ) -> Execute:
-    """The next `limit` visible records matching `filter` in the page's order (Rules 3-4),
-    decoded by `page_rows`. `order_field` None: key order."""
+    """The next `limit` visible records matching `filter` in key order (Rule 4), decoded by
+    `page_rows` (no order value)."""
     scope, params = _scope(grant, connection_id)
     keys = [records.c.connection_id, records.c.record_id]
     conditions = [scope, filter_condition(filter, records)]
-    if order_field is None:
-        if after is not None:
-            conditions.append(_after(keys, after[1:], direction))
-        ordering = [column.desc() if direction == "desc" else column.asc() for column in keys]
-        statement = (
-            select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
-            .where(*conditions)
-            .order_by(*ordering)
-        )
-        return Execute(statement.limit(bindparam("q_limit", limit, type_=Integer)), params)
-    value_column = _order_value(order_kind)
+    if after is not None:
+        conditions.append(_beyond(keys, after, direction))
+    statement = (
+        select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
+        .where(*conditions)
+        .order_by(*_ordered(keys, direction))
+        .limit(bindparam("q_limit", limit, type_=Integer))
+    )
+    return Execute(statement, params)
+
+
+def _order_row(order_field: str, order_kind: OrderKind) -> ColumnElement[bool]:
+    """`_ORDER` is the order field's comparable row of its kind for the record of `records`."""
     kind_ok = (
         and_(_ORDER.c.kind == literal_column("'string'"), _ORDER.c.instant.is_not(None))
         if order_kind == "instant"
         else _ORDER.c.kind == literal_column("'number'")
     )
-    joined = records.outerjoin(
-        _ORDER,
-        and_(
-            same_record(_ORDER, records),
-            _ORDER.c.path == order_field,
-            _ORDER.c.element == 0,
-            kind_ok,
-        ),
+    return and_(
+        same_record(_ORDER, records),
+        _ORDER.c.path == order_field,
+        _ORDER.c.element == 0,
+        kind_ok,
     )
-    missing = value_column.is_(None)
-    if after is not None:
-        value, *rest = after
-        if value is None:
-            conditions.append(and_(missing, _after(keys, rest, direction)))
-        else:
-            bound = _value(value, order_kind)
-            conditions.append(
-                or_(
-                    missing,
-                    and_(not_(missing), _after([value_column, *keys], [bound, *rest], direction)),
-                )
-            )
-    ordering = [
-        column.desc() if direction == "desc" else column.asc() for column in (value_column, *keys)
+
+
+def valued_page(
+    grant: StreamGrant,
+    filter: Filter,
+    *,
+    connections: Sequence[str],
+    order_field: str,
+    order_kind: OrderKind,
+    direction: Direction,
+    after: PageKey | None,
+    limit: int,
+) -> Execute:
+    """The next `limit` visible records matching `filter` that have an order value, in the
+    page's order (Rule 3), decoded by `page_rows`. The statement is driven by the order field's
+    value index (`ix_field_values_instant` or `_num`): `connections` are the covered
+    connections declaring the stream, and with one of them the rows come in the index's own
+    order, a page after the cursor being a range of it."""
+    value = _order_value(order_kind)
+    scope, params = _scope(grant, None)
+    conditions = [
+        _order_row(order_field, order_kind),
+        _ORDER.c.stream == grant.name,
+        scope,
+        filter_condition(filter, records),
     ]
+    if len(connections) == 1:
+        conditions.append(_ORDER.c.connection_id == connections[0])
+        keys = [value, _ORDER.c.record_id]
+        position = None if after is None else [_value(after[0], order_kind), after[2]]
+    else:
+        conditions.append(_ORDER.c.connection_id.in_(list(connections)))
+        keys = [value, _ORDER.c.connection_id, _ORDER.c.record_id]
+        position = None if after is None else [_value(after[0], order_kind), *after[1:]]
+    if position is not None:
+        conditions.append(_beyond(keys, position, direction))
     statement = (
-        select(records.c.connection_id, records.c.record_id, value_column.label("v"))
-        .select_from(joined)
+        select(records.c.connection_id, records.c.record_id, value.label("v"))
+        .select_from(_ORDER.join(records, same_record(_ORDER, records)))
         .where(*conditions)
-        .order_by(missing, *ordering)
+        .order_by(*_ordered(keys, direction))
+        .limit(bindparam("q_limit", limit, type_=Integer))
     )
-    return Execute(statement.limit(bindparam("q_limit", limit, type_=Integer)), params)
+    return Execute(statement, params)
+
+
+def missing_page(
+    grant: StreamGrant,
+    filter: Filter,
+    *,
+    connection_id: str | None,
+    order_field: str,
+    order_kind: OrderKind,
+    direction: Direction,
+    after: tuple[str, str] | None,
+    limit: int,
+) -> Execute:
+    """The next `limit` visible records matching `filter` without an order value, in key order
+    (they come after every record with one: Rule 3), decoded by `page_rows`."""
+    scope, params = _scope(grant, connection_id)
+    keys = [records.c.connection_id, records.c.record_id]
+    conditions = [
+        scope,
+        filter_condition(filter, records),
+        ~exists(
+            select(literal_column("1"))
+            .select_from(_ORDER)
+            .where(_order_row(order_field, order_kind))
+            .correlate(records)
+        ),
+    ]
+    if after is not None:
+        conditions.append(_beyond(keys, after, direction))
+    statement = (
+        select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
+        .where(*conditions)
+        .order_by(*_ordered(keys, direction))
+        .limit(bindparam("q_limit", limit, type_=Integer))
+    )
+    return Execute(statement, params)
 
 
 @dataclass(frozen=True, slots=True)
