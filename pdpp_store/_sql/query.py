@@ -22,14 +22,17 @@ Rules:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cache, partial
 from typing import Any, Literal
 
 from sqlalchemy import (
     ColumnElement,
     Integer,
+    Select,
     and_,
     bindparam,
     exists,
@@ -45,12 +48,12 @@ from pdpp_store._core.filters import Filter
 from pdpp_store._core.grants import StreamGrant
 
 from . import visibility
-from .dialects import exact_numeric
+from .dialects import BoundColumns, Capabilities, bound_rows, exact_numeric
 from .filters import filter_condition
 from .reads import FIELD_META, field_info
 from .requests import Execute, Rows
 from .tables import change_counters, field_chunks, field_values, fields, records
-from .visibility import grant_terms, in_ids, kind_in, same_record
+from .visibility import GrantShape, grant_terms, in_ids, kind_in, same_record
 
 __all__ = [
     "ChangeRow",
@@ -355,18 +358,32 @@ def row_fields(
 ) -> Execute:
     """The metadata, item count and first `preview_chars` code points (text-like fields) of the
     listed records' fields: `paths` (already checked against the grant), or every granted field
-    when None (Rule 5); decoded by `row_previews`."""
+    when None (Rule 5); decoded by `row_previews`. The keys are bound as one JSON parameter and
+    joined by key (`dialects.bound_rows`), so each record is found by its primary key."""
     shape, terms = grant_terms(grant)
-    params = dict(terms)
-    chosen: list[ColumnElement[bool]] = [
-        same_record(fields, records),
-        tuple_(fields.c.connection_id, fields.c.record_id).in_(list(keys)),
-    ]
+    params: dict[str, Any] = {
+        **terms,
+        "k_keys": json.dumps([list(key) for key in keys], ensure_ascii=False),
+        "p_chars": preview_chars,
+    }
     if paths is not None:
         params["p_only"] = sorted(paths)
-        chosen.append(in_ids(fields.c.path, "p_only"))
     elif grant.fields is not None:
         params["p_fields"] = sorted(grant.fields)
+    narrowed = "only" if paths is not None else "granted" if grant.fields is not None else "all"
+    return Execute(partial(_row_fields, shape, narrowed), params)
+
+
+_KEY_COLUMNS: BoundColumns = (("connection_id", True), ("record_id", True))
+
+
+@cache
+def _row_fields(shape: GrantShape, narrowed: str, caps: Capabilities) -> Select[Any]:
+    wanted = bound_rows(caps, "k_keys", _KEY_COLUMNS)
+    chosen: list[ColumnElement[bool]] = []
+    if narrowed == "only":
+        chosen.append(in_ids(fields.c.path, "p_only"))
+    elif narrowed == "granted":
         chosen.append(in_ids(fields.c.path, "p_fields"))
     first_chunk = and_(
         same_record(field_chunks, fields),
@@ -374,23 +391,30 @@ def row_fields(
         field_chunks.c.chunk_no == 0,
         kind_in(text_like=True),
     )
-    statement = (
+    joined = (
+        wanted.join(
+            records,
+            and_(
+                records.c.connection_id == wanted.c.connection_id,
+                records.c.record_id == wanted.c.record_id,
+                records.c.stream == bindparam("g_stream"),
+            ),
+        )
+        .join(fields, same_record(fields, records))
+        .outerjoin(field_chunks, first_chunk)
+    )
+    return (
         select(
             fields.c.connection_id,
             fields.c.record_id,
             *FIELD_META,
             fields.c.item_count,
-            func.substr(
-                field_chunks.c.text, 1, bindparam("p_chars", preview_chars, type_=Integer)
-            ).label("head"),
+            func.substr(field_chunks.c.text, 1, bindparam("p_chars", type_=Integer)).label("head"),
         )
-        .select_from(
-            records.join(fields, same_record(fields, records)).outerjoin(field_chunks, first_chunk)
-        )
+        .select_from(joined)
         .where(*chosen, visibility.visible_records(shape))
         .order_by(fields.c.connection_id, fields.c.record_id, fields.c.path)
     )
-    return Execute(statement, params)
 
 
 RowField = tuple[Any, int | None, str | None]
