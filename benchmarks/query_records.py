@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import SQLAlchemyError
 
 from pdpp_store import Grant, Store
 from pdpp_store._runtime import sync_url
@@ -137,7 +138,7 @@ def _has_plain(engine: Engine) -> bool:
     with engine.connect() as conn:
         try:
             conn.execute(text("SELECT 1 FROM plain_events LIMIT 1")).all()
-        except Exception:  # noqa: BLE001 - the table is not there yet
+        except SQLAlchemyError:  # the table is not there yet
             return False
     return True
 
