@@ -44,7 +44,7 @@ from sqlalchemy import (
     tuple_,
 )
 
-from pdpp_store._core.filters import Filter
+from pdpp_store._core.filters import Filter, Range
 from pdpp_store._core.grants import StreamGrant
 
 from . import visibility
@@ -189,6 +189,7 @@ def valued_page(
         position = None if after is None else [_value(after[0], order_kind), *after[1:]]
     if position is not None:
         conditions.append(_beyond(keys, position, direction))
+    conditions += _order_range(filter, order_field, order_kind, value)
     statement = (
         select(records.c.connection_id, records.c.record_id, value.label("v"))
         .select_from(_ORDER.join(records, same_record(_ORDER, records)))
@@ -197,6 +198,28 @@ def valued_page(
         .limit(bindparam("q_limit", limit, type_=Integer))
     )
     return Execute(statement, params)
+
+
+def _order_range(
+    filter: Filter, order_field: str, order_kind: OrderKind, value: ColumnElement[Any]
+) -> list[ColumnElement[bool]]:
+    """A filter's range on the order field, as bounds on the order value the page is driven
+    by: the same rows (the range's kind is the order's, on the same comparable row), so the
+    index range is walked, not the whole index with the range re-checked per row."""
+    bounds: list[ColumnElement[bool]] = []
+    for clause in filter.clauses:
+        if not (isinstance(clause, Range) and clause.field == order_field):
+            continue
+        if clause.kind != order_kind:
+            continue
+        for bound in clause.bounds:
+            limit = _value(bound.value, order_kind)
+            bounds.append(
+                {"gt": value > limit, "gte": value >= limit, "lt": value < limit}.get(
+                    bound.op, value <= limit
+                )
+            )
+    return bounds
 
 
 def missing_page(
