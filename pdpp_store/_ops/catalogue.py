@@ -179,7 +179,9 @@ SEARCH = Operation(
     ),
     ("SearchPage",),
 )
-DESCRIBE_GRANT = Operation("describe_grant", "read", (_GRANT,), ("GrantSchema",))
+DESCRIBE_GRANT = Operation(
+    "describe_grant", "read", (_GRANT, _optional("stream", "string")), ("GrantSchema",)
+)
 
 CATALOGUE: dict[str, Operation] = {
     op.name: op

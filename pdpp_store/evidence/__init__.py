@@ -24,7 +24,7 @@ from .card import CardSlot, RecordCard
 from .continuation import Continuation
 from .error import ERROR_SCHEMA
 from .field import FieldInfo
-from .grant_schema import FieldSchema, GrantSchema, StreamSchema
+from .grant_schema import FieldSchema, GrantSchema, StreamOrder, StreamSchema
 from .record import FieldPreview, RecordView
 from .search import MatchExcerpt, SearchHit, SearchPage
 from .upsert import UpsertResult
@@ -47,6 +47,7 @@ __all__ = [
     "RecordView",
     "SearchHit",
     "SearchPage",
+    "StreamOrder",
     "StreamSchema",
     "UpsertResult",
     "json_schemas",
@@ -67,6 +68,7 @@ CARDS: tuple[type[Any], ...] = (
     SearchHit,
     SearchPage,
     FieldSchema,
+    StreamOrder,
     StreamSchema,
     GrantSchema,
 )
