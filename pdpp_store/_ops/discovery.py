@@ -6,8 +6,8 @@ Per granted stream, in this order:
 1. The covered connections whose manifest declares it, and from their manifests the declared
    fields the grant covers, with type, text-likeness, searchability and declared role (where
    connectors declare a field differently, the first declaring connection's, by id).
-2. What may be asked, from the first declaring connection's manifest and under the grant: filter operators per granted
-   field (`_core.filters.filter_operators`), the order field when granted, the aggregations and
+2. What may be asked, from the first declaring connection's manifest and under the grant:
+   filter operators per granted field (`_core.filters.filter_operators`), the order field when granted, the aggregations and
    views naming granted fields only. Nothing read here names a field the grant does not cover.
 3. The figures, in SQL over the visible records of those connections (`_sql.discovery`): the
    record count and the newest write, then, only when the order field is granted, its bounds.
@@ -74,9 +74,7 @@ def _fields(scope: StreamGrant, specs: list[StreamSpec]) -> tuple[FieldSchema, .
     return tuple(merged[name] for name in sorted(merged))
 
 
-def _described(
-    scope: StreamGrant, conns: list[str], specs: list[StreamSpec]
-) -> Op[StreamSchema]:
+def _described(scope: StreamGrant, conns: list[str], specs: list[StreamSpec]) -> Op[StreamSchema]:
     if not specs:
         return StreamSchema(scope.name, tuple(conns), ())
     spec = specs[0]
@@ -87,7 +85,8 @@ def _described(
     if path is not None and scope.allows_field(path):
         numeric = _numeric(spec, path)
         bounds = discovery_sql.read_bounds(
-            (yield discovery_sql.order_bounds(scope, conns, path, numeric=numeric)) or []
+            (yield discovery_sql.order_bounds(scope, conns, path, numeric=numeric)) or [],
+            numeric=numeric,
         )
         order = StreamOrder(path, bounds.oldest, bounds.newest)
     return StreamSchema(

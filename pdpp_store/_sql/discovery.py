@@ -26,7 +26,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, func, select
+from sqlalchemy import Select, Text, and_, bindparam, cast, func, select
 
 from pdpp_store._core.grants import StreamGrant
 
@@ -34,7 +34,14 @@ from .requests import Execute, Rows
 from .tables import field_values, records
 from .visibility import GrantShape, grant_params, in_ids, same_record, visible_records
 
-__all__ = ["OrderBounds", "StreamFigures", "order_bounds", "read_bounds", "read_figures", "stream_figures"]
+__all__ = [
+    "OrderBounds",
+    "StreamFigures",
+    "order_bounds",
+    "read_bounds",
+    "read_figures",
+    "stream_figures",
+]
 
 
 def _params(grant: StreamGrant, connection_ids: Sequence[str]) -> dict[str, Any]:
@@ -92,8 +99,10 @@ def order_bounds(
 @lru_cache(maxsize=128)
 def _order_bounds(shape: GrantShape, numeric: bool) -> Select[Any]:
     column = field_values.c.num if numeric else field_values.c.instant
+    # as text: a NUMERIC aggregate has no result type a driver-level read can decode alike
+    oldest, newest = cast(func.min(column), Text), cast(func.max(column), Text)
     return (
-        select(func.min(column).label("oldest"), func.max(column).label("newest"))
+        select(oldest.label("oldest"), newest.label("newest"))
         .select_from(field_values.join(records, same_record(field_values, records)))
         .where(
             in_ids(field_values.c.connection_id, "d_conns"),
@@ -115,16 +124,16 @@ class OrderBounds:
         self.newest = newest
 
 
-def _bound(value: object) -> str | int | float | None:
-    if value is None or isinstance(value, str | int):
-        return value  # type: ignore[return-value]
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
-        return int(value)
-    return float(value)  # type: ignore[arg-type]
+def _number(text: object) -> int | float | None:
+    """A number read back as text: an int when integral (`1.0` is `1`), else a float."""
+    if text is None:
+        return None
+    exact = Decimal(str(text))
+    return int(exact) if exact == exact.to_integral_value() else float(exact)
 
 
-def read_bounds(rows: Rows) -> OrderBounds:
+def read_bounds(rows: Rows, *, numeric: bool) -> OrderBounds:
     row = rows[0] if rows else {"oldest": None, "newest": None}
-    return OrderBounds(_bound(row["oldest"]), _bound(row["newest"]))
+    if numeric:
+        return OrderBounds(_number(row["oldest"]), _number(row["newest"]))
+    return OrderBounds(row["oldest"], row["newest"])
