@@ -54,7 +54,7 @@ def stream_figures(grant: StreamGrant, connection_ids: Sequence[str]) -> Execute
 
 
 @lru_cache(maxsize=64)
-def _stream_figures(shape: GrantShape) -> Select[Any]:
+def _stream_figures(shape: GrantShape) -> Select[int, Any]:
     return select(
         func.count().label("record_count"),
         func.max(records.c.updated_at).label("last_written_at"),
@@ -97,7 +97,7 @@ def order_bounds(
 
 
 @lru_cache(maxsize=128)
-def _order_bounds(shape: GrantShape, numeric: bool) -> Select[Any]:
+def _order_bounds(shape: GrantShape, numeric: bool) -> Select[str, str]:
     column = field_values.c.num if numeric else field_values.c.instant
     # as text: a NUMERIC aggregate has no result type a driver-level read can decode alike
     oldest, newest = cast(func.min(column), Text), cast(func.max(column), Text)
