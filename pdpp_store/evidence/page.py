@@ -205,4 +205,3 @@ class RecordPage:
         if self.next_changes_since is not None:
             out["next_changes_since"] = self.next_changes_since
         return out
-
