@@ -4,9 +4,9 @@ field among them.
 
 Rules:
 1. Every figure is an aggregate computed in SQL over the records the grant can see: each
-   statement carries `visibility.visible_records` (connection, stream, not deleted,
-   `resources`, time constraint), so a hidden or deleted record is never counted, never
-   bounds a range and never dates a write; no row is loaded into Python.
+   statement carries `visibility.visible_records`, looked up when it is built (connection,
+   stream, not deleted, `resources`, time constraint), so a hidden or deleted record is never
+   counted, never bounds a range and never dates a write; no row is loaded into Python.
 2. The records are those of the covered connections that declare the stream (`d_conns`, one
    parameter), so the primary key `(connection_id, stream, ...)` and the order field's
    `field_values` index `(connection_id, stream, path, ...)` lead every scan.
@@ -30,9 +30,10 @@ from sqlalchemy import Select, Text, and_, bindparam, cast, func, select
 
 from pdpp_store._core.grants import StreamGrant
 
+from . import visibility
 from .requests import Execute, Rows
 from .tables import field_values, records
-from .visibility import GrantShape, grant_params, in_ids, same_record, visible_records
+from .visibility import GrantShape, grant_params, in_ids, same_record
 
 __all__ = [
     "OrderBounds",
@@ -58,7 +59,7 @@ def _stream_figures(shape: GrantShape) -> Select[int, Any]:
     return select(
         func.count().label("record_count"),
         func.max(records.c.updated_at).label("last_written_at"),
-    ).where(in_ids(records.c.connection_id, "d_conns"), visible_records(shape))
+    ).where(in_ids(records.c.connection_id, "d_conns"), visibility.visible_records(shape))
 
 
 class StreamFigures:
@@ -109,7 +110,7 @@ def _order_bounds(shape: GrantShape, numeric: bool) -> Select[str, str]:
             field_values.c.stream == bindparam("g_stream"),
             and_(field_values.c.path == bindparam("d_path"), field_values.c.element == 0),
             column.is_not(None),
-            visible_records(shape),
+            visibility.visible_records(shape),
         )
     )
 
