@@ -67,6 +67,7 @@ EVIDENCE = [
     "RecordView",
     "SearchHit",
     "SearchPage",
+    "StreamOrder",
     "StreamSchema",
     "UpsertResult",
     "json_schemas",
