@@ -40,9 +40,9 @@ Rules:
 
 A package with a module per command group (`owner`, `reads`, `records`, `blobs`, `grants`,
 `serving`, `demo`), each command a dozen lines of options around one library call; what they
-share is in `_io` (the store and grant options, JSON reading, `--format`) and `_root` (the group and its
-error envelope). A new group is a new module, imported below so that its commands register, and
-its operations listed in `OPERATIONS`.
+share is in `_io` (the store and grant options, JSON reading, `--format`) and `_root` (the
+group and its error envelope). A new group is a new module, imported below so that its commands
+register, and its operations listed in `OPERATIONS`.
 """
 
 from __future__ import annotations
