@@ -158,7 +158,7 @@ class _StoreCore:
             cursor=cursor,
         )
 
-    def _op_query_records(  # noqa: PLR0913 - the operation's arguments
+    def _op_query_records(
         self,
         grant: Grant,
         stream: str,
@@ -382,7 +382,7 @@ class Store(_StoreCore):
     def describe_grant(self, grant: Grant, *, stream: str | None = None) -> GrantSchema:
         return self._run(DESCRIBE_GRANT, _discovery.describe_grant(self._ctx, grant, stream))
 
-    def query_records(  # noqa: PLR0913 - the operation's arguments
+    def query_records(
         self,
         grant: Grant,
         stream: str,
@@ -616,7 +616,7 @@ class AsyncStore(_StoreCore):
             DESCRIBE_GRANT, _discovery.describe_grant(self._ctx, grant, stream)
         )
 
-    async def query_records(  # noqa: PLR0913 - the operation's arguments
+    async def query_records(
         self,
         grant: Grant,
         stream: str,

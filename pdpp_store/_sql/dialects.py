@@ -27,9 +27,9 @@ Rules:
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache, lru_cache
 from typing import Any
 
@@ -53,7 +53,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import GenericFunction
-from sqlalchemy.types import TypeDecorator, TypeEngine
+from sqlalchemy.types import NullType, TypeDecorator, TypeEngine
 
 __all__ = [
     "MAX_SQL_INT",
@@ -345,6 +345,11 @@ class ExactNumber(TypeDecorator[Any]):
 
     impl = Numeric
     cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == POSTGRESQL.name:
+            return dialect.type_descriptor(Numeric())
+        return dialect.type_descriptor(NullType())  # no processing: SQLite's Numeric rounds
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
         if isinstance(value, float) and dialect.name == POSTGRESQL.name:

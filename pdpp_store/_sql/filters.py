@@ -7,7 +7,8 @@ records whose stored comparable values (`field_values`, `tables` Rule 8) match e
 `_core.filters.matches` decides in Python.
 
 Rules:
-1. Each clause is one correlated `EXISTS` over `field_values` of the same record and the
+1. Each clause is one correlated `EXISTS` over an alias of `field_values` of its own
+   (`filter_<n>`, so a statement may join `field_values` itself), of the same record and the
    clause's field (`path`), on the table's primary key `(connection_id, stream, record_id,
    path, element)`: so a statement already narrowed to a connection and stream looks each
    candidate up by key, and a planner that starts from the filter instead has the
@@ -48,11 +49,11 @@ from .tables import field_values
 __all__ = ["filter_condition"]
 
 
-def _kind(name: str) -> ColumnElement[bool]:
-    return field_values.c.kind == literal_column(f"'{name}'")
+def _kind(fv: Any, name: str) -> ColumnElement[bool]:
+    return fv.c.kind == literal_column(f"'{name}'")  # type: ignore[no-any-return]
 
 
-def _equals(values: tuple[Comparable, ...], table: Any) -> ColumnElement[bool]:
+def _equals(values: tuple[Comparable, ...], fv: Any) -> ColumnElement[bool]:
     """The row's value is one of `values` (each compared within its kind, Rule 2)."""
     texts: dict[str, list[str]] = {"string": [], "boolean": []}
     numbers: list[int | float] = []
@@ -71,23 +72,23 @@ def _equals(values: tuple[Comparable, ...], table: Any) -> ColumnElement[bool]:
     options: list[ColumnElement[bool]] = []
     for kind, found in texts.items():
         if len(found) == 1:
-            options.append(and_(_kind(kind), field_values.c.text == found[0]))
+            options.append(and_(_kind(fv, kind), fv.c.text == found[0]))
         elif found:
-            options.append(and_(_kind(kind), field_values.c.text.in_(found)))
+            options.append(and_(_kind(fv, kind), fv.c.text.in_(found)))
     if numbers:
         options.append(
             and_(
-                _kind("number"),
-                or_(*(field_values.c.num == exact_numeric(number) for number in numbers)),
+                _kind(fv, "number"),
+                or_(*(fv.c.num == exact_numeric(number) for number in numbers)),
             )
         )
     if null:
-        options.append(_kind("null"))
+        options.append(_kind(fv, "null"))
     return or_(*options)
 
 
-def _bound(bound: Bound) -> ColumnElement[bool]:
-    column: Any = field_values.c.num if bound.kind == "number" else field_values.c.instant
+def _bound(bound: Bound, fv: Any) -> ColumnElement[bool]:
+    column: Any = fv.c.num if bound.kind == "number" else fv.c.instant
     value: Any = (
         exact_numeric(bound.value) if bound.kind == "number" else bound.value  # type: ignore[arg-type]
     )
@@ -100,30 +101,31 @@ def _bound(bound: Bound) -> ColumnElement[bool]:
     return column <= value  # type: ignore[no-any-return]
 
 
-def _range(clause: Range) -> ColumnElement[bool]:
+def _range(clause: Range, fv: Any) -> ColumnElement[bool]:
     if clause.kind == "number":
-        kind = _kind("number")
+        kind = _kind(fv, "number")
     else:
-        kind = and_(_kind("string"), field_values.c.instant.is_not(None))
-    return and_(kind, *(_bound(bound) for bound in clause.bounds))
+        kind = and_(_kind(fv, "string"), fv.c.instant.is_not(None))
+    return and_(kind, *(_bound(bound, fv) for bound in clause.bounds))
 
 
-def _clause(clause: Clause, table: Any) -> ColumnElement[bool]:
+def _clause(number: int, clause: Clause, table: Any) -> ColumnElement[bool]:
+    fv = field_values.alias(f"filter_{number}")
     same = and_(
-        field_values.c.connection_id == table.c.connection_id,
-        field_values.c.stream == table.c.stream,
-        field_values.c.record_id == table.c.record_id,
-        field_values.c.path == clause.field,
+        fv.c.connection_id == table.c.connection_id,
+        fv.c.stream == table.c.stream,
+        fv.c.record_id == table.c.record_id,
+        fv.c.path == clause.field,
     )
     if isinstance(clause, Equals):
-        body = and_(field_values.c.element == 0, _equals((clause.value,), table))
+        body = and_(fv.c.element == 0, _equals((clause.value,), fv))
     elif isinstance(clause, OneOf):
-        body = and_(field_values.c.element == 0, _equals(clause.values, table))
+        body = and_(fv.c.element == 0, _equals(clause.values, fv))
     elif isinstance(clause, Has):
-        body = and_(field_values.c.element > 0, _equals((clause.value,), table))
+        body = and_(fv.c.element > 0, _equals((clause.value,), fv))
     else:
-        body = and_(field_values.c.element == 0, _range(clause))
-    return exists(select(literal_column("1")).where(same, body))
+        body = and_(fv.c.element == 0, _range(clause, fv))
+    return exists(select(literal_column("1")).select_from(fv).where(same, body).correlate(table))
 
 
 def filter_condition(filter: Filter, table: Any) -> ColumnElement[bool]:
@@ -131,4 +133,4 @@ def filter_condition(filter: Filter, table: Any) -> ColumnElement[bool]:
     columns) matches every clause of `filter` (Rules 1-4); `true()` for an empty filter."""
     if not filter.clauses:
         return true()
-    return and_(*(_clause(clause, table) for clause in filter.clauses))
+    return and_(*(_clause(number, clause, table) for number, clause in enumerate(filter.clauses)))
