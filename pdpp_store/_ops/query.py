@@ -43,6 +43,7 @@ from pdpp_store._core.filters import Filter, parse_filter
 from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import RecordRef, validate_field_path, validate_safe_name
 from pdpp_store._core.manifest import StreamSpec
+from pdpp_store._sql import catalogue as catalogue_sql
 from pdpp_store._sql import query as query_sql
 from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import (
@@ -188,6 +189,67 @@ def _row(
     return RecordRow(card, tuple(previews)), ROW_BUDGET_CHARS - budget
 
 
+def _listed(
+    stream_grant: StreamGrant,
+    parsed: Filter,
+    *,
+    connection_id: str | None,
+    connections: list[str],
+    order_field: str | None,
+    order_kind: query_sql.OrderKind,
+    direction: Any,
+    after: query_sql.PageKey | None,
+    wanted: int,
+) -> Op[list[query_sql.PageRow]]:
+    """The next `wanted` keys in the page's order: in key order, or the records with an order
+    value (driven by its index) and then, once those run out, those without one."""
+    if order_field is None:
+        return query_sql.page_rows(
+            (
+                yield query_sql.key_page(
+                    stream_grant,
+                    parsed,
+                    connection_id=connection_id,
+                    direction=direction,
+                    after=None if after is None else after[1:],
+                    limit=wanted,
+                )
+            )
+        )
+    listed: list[query_sql.PageRow] = []
+    if after is None or after[0] is not None:
+        listed = query_sql.page_rows(
+            (
+                yield query_sql.valued_page(
+                    stream_grant,
+                    parsed,
+                    connections=[connection_id] if connection_id is not None else connections,
+                    order_field=order_field,
+                    order_kind=order_kind,
+                    direction=direction,
+                    after=after,
+                    limit=wanted,
+                )
+            )
+        )
+    if len(listed) < wanted:
+        listed += query_sql.page_rows(
+            (
+                yield query_sql.missing_page(
+                    stream_grant,
+                    parsed,
+                    connection_id=connection_id,
+                    order_field=order_field,
+                    order_kind=order_kind,
+                    direction=direction,
+                    after=None if after is None or after[0] is not None else after[1:],
+                    limit=wanted - len(listed),
+                )
+            )
+        )
+    return listed
+
+
 def query_records(
     ctx: ReadContext,
     grant: Grant,
@@ -230,6 +292,12 @@ def query_records(
         if found_spec is not None:
             spec_of[conn] = found_spec
     if not spec_of:
+        if connection_id is not None and not (yield catalogue_sql.connection_exists(connection_id)):
+            raise NotFound(
+                "connection_not_found",
+                f"connection {connection_id!r} is not found",
+                param="connection_id",
+            )
         raise NotFound("stream_not_declared", f"stream {stream!r} is not declared", param="stream")
     specs = list({id(spec): spec for spec in spec_of.values()}.values())
     # 4. the filter, the order and the projection
@@ -297,19 +365,16 @@ def query_records(
             if row.deleted:
                 tombstones.add((row.connection_id, row.record_id))
     else:
-        listed = query_sql.page_rows(
-            (
-                yield query_sql.records_page(
-                    stream_grant,
-                    parsed,
-                    connection_id=connection_id,
-                    order_field=order_field,
-                    order_kind=order_kind,
-                    direction=direction,  # type: ignore[arg-type]
-                    after=after,
-                    limit=size + 1,
-                )
-            )
+        listed = yield from _listed(
+            stream_grant,
+            parsed,
+            connection_id=connection_id,
+            connections=sorted(spec_of),
+            order_field=order_field,
+            order_kind=order_kind,
+            direction=direction,
+            after=after,
+            wanted=size + 1,
         )
         more = len(listed) > size
         keys = [(row.connection_id, row.record_id) for row in listed[:size]]

@@ -22,34 +22,38 @@ Rules:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cache, partial
 from typing import Any, Literal
 
 from sqlalchemy import (
     ColumnElement,
     Integer,
+    Select,
     and_,
     bindparam,
+    exists,
     func,
     literal_column,
-    not_,
     or_,
     select,
+    true,
     tuple_,
 )
 
-from pdpp_store._core.filters import Filter
+from pdpp_store._core.filters import Filter, Range
 from pdpp_store._core.grants import StreamGrant
 
 from . import visibility
-from .dialects import exact_numeric
+from .dialects import BoundColumns, Capabilities, bound_rows, exact_numeric
 from .filters import filter_condition
 from .reads import FIELD_META, field_info
 from .requests import Execute, Rows
 from .tables import change_counters, field_chunks, field_values, fields, records
-from .visibility import grant_terms, in_ids, kind_in, same_record
+from .visibility import GrantShape, grant_terms, in_ids, kind_in, same_record
 
 __all__ = [
     "ChangeRow",
@@ -58,13 +62,15 @@ __all__ = [
     "change_rows",
     "changes_page",
     "counter_tops",
+    "key_page",
     "match_count",
+    "missing_page",
     "page_rows",
     "record_count",
-    "records_page",
     "row_fields",
     "row_previews",
     "tops",
+    "valued_page",
 ]
 
 OrderKind = Literal["instant", "number"]
@@ -96,85 +102,160 @@ def _value(value: OrderValue, kind: OrderKind) -> Any:
     return exact_numeric(value) if kind == "number" and value is not None else value  # type: ignore[arg-type]
 
 
-def _after(
-    key_columns: Sequence[ColumnElement[Any]], values: Sequence[Any], direction: Direction
+def _ordered(columns: Sequence[ColumnElement[Any]], direction: Direction) -> list[Any]:
+    return [column.desc() if direction == "desc" else column.asc() for column in columns]
+
+
+def _beyond(
+    columns: Sequence[ColumnElement[Any]], values: Sequence[Any], direction: Direction
 ) -> ColumnElement[bool]:
-    """The rows strictly after `values` in `direction` over `key_columns` (lexicographic)."""
-    options: list[ColumnElement[bool]] = []
-    for depth in range(len(key_columns)):
-        equal = [
-            column == value for column, value in zip(key_columns[:depth], values, strict=False)
-        ]
-        column, value = key_columns[depth], values[depth]
-        beyond = column < value if direction == "desc" else column > value
-        options.append(and_(*equal, beyond))
-    return or_(*options)
+    """Rows strictly after `values` over `columns` in `direction`, as one row-value comparison
+    (which both databases can use as an index range when the columns follow the index)."""
+    left, right = tuple_(*columns), tuple_(*values)
+    return left < right if direction == "desc" else left > right
 
 
-def records_page(
+def key_page(
     grant: StreamGrant,
     filter: Filter,
     *,
     connection_id: str | None,
-    order_field: str | None,
-    order_kind: OrderKind,
     direction: Direction,
-    after: PageKey | None,
+    after: tuple[str, str] | None,
     limit: int,
 ) -> Execute:
-    """The next `limit` visible records matching `filter` in the page's order (Rules 3-4),
-    decoded by `page_rows`. `order_field` None: key order."""
+    """The next `limit` visible records matching `filter` in key order (Rule 4), decoded by
+    `page_rows` (no order value)."""
     scope, params = _scope(grant, connection_id)
     keys = [records.c.connection_id, records.c.record_id]
     conditions = [scope, filter_condition(filter, records)]
-    if order_field is None:
-        if after is not None:
-            conditions.append(_after(keys, after[1:], direction))
-        ordering = [column.desc() if direction == "desc" else column.asc() for column in keys]
-        statement = (
-            select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
-            .where(*conditions)
-            .order_by(*ordering)
-        )
-        return Execute(statement.limit(bindparam("q_limit", limit, type_=Integer)), params)
-    value_column = _order_value(order_kind)
+    if after is not None:
+        conditions.append(_beyond(keys, after, direction))
+    statement = (
+        select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
+        .where(*conditions)
+        .order_by(*_ordered(keys, direction))
+        .limit(bindparam("q_limit", limit, type_=Integer))
+    )
+    return Execute(statement, params)
+
+
+def _order_row(order_field: str, order_kind: OrderKind) -> ColumnElement[bool]:
+    """`_ORDER` is the order field's comparable row of its kind for the record of `records`."""
     kind_ok = (
         and_(_ORDER.c.kind == literal_column("'string'"), _ORDER.c.instant.is_not(None))
         if order_kind == "instant"
         else _ORDER.c.kind == literal_column("'number'")
     )
-    joined = records.outerjoin(
-        _ORDER,
-        and_(
-            same_record(_ORDER, records),
-            _ORDER.c.path == order_field,
-            _ORDER.c.element == 0,
-            kind_ok,
-        ),
+    return and_(
+        same_record(_ORDER, records),
+        _ORDER.c.path == order_field,
+        _ORDER.c.element == 0,
+        kind_ok,
     )
-    missing = value_column.is_(None)
-    if after is not None:
-        value, *rest = after
-        if value is None:
-            conditions.append(and_(missing, _after(keys, rest, direction)))
-        else:
-            bound = _value(value, order_kind)
-            conditions.append(
-                or_(
-                    missing,
-                    and_(not_(missing), _after([value_column, *keys], [bound, *rest], direction)),
+
+
+def valued_page(
+    grant: StreamGrant,
+    filter: Filter,
+    *,
+    connections: Sequence[str],
+    order_field: str,
+    order_kind: OrderKind,
+    direction: Direction,
+    after: PageKey | None,
+    limit: int,
+) -> Execute:
+    """The next `limit` visible records matching `filter` that have an order value, in the
+    page's order (Rule 3), decoded by `page_rows`. The statement is driven by the order field's
+    value index (`ix_field_values_instant` or `_num`): `connections` are the covered
+    connections declaring the stream, and with one of them the rows come in the index's own
+    order, a page after the cursor being a range of it."""
+    value = _order_value(order_kind)
+    scope, params = _scope(grant, None)
+    conditions = [
+        _order_row(order_field, order_kind),
+        _ORDER.c.stream == grant.name,
+        scope,
+        filter_condition(filter, records),
+    ]
+    if len(connections) == 1:
+        conditions.append(_ORDER.c.connection_id == connections[0])
+        keys = [value, _ORDER.c.record_id]
+        position = None if after is None else [_value(after[0], order_kind), after[2]]
+    else:
+        conditions.append(_ORDER.c.connection_id.in_(list(connections)))
+        keys = [value, _ORDER.c.connection_id, _ORDER.c.record_id]
+        position = None if after is None else [_value(after[0], order_kind), *after[1:]]
+    if position is not None:
+        conditions.append(_beyond(keys, position, direction))
+    conditions += _order_range(filter, order_field, order_kind, value)
+    statement = (
+        select(records.c.connection_id, records.c.record_id, value.label("v"))
+        .select_from(_ORDER.join(records, same_record(_ORDER, records)))
+        .where(*conditions)
+        .order_by(*_ordered(keys, direction))
+        .limit(bindparam("q_limit", limit, type_=Integer))
+    )
+    return Execute(statement, params)
+
+
+def _order_range(
+    filter: Filter, order_field: str, order_kind: OrderKind, value: ColumnElement[Any]
+) -> list[ColumnElement[bool]]:
+    """A filter's range on the order field, as bounds on the order value the page is driven
+    by: the same rows (the range's kind is the order's, on the same comparable row), so the
+    index range is walked, not the whole index with the range re-checked per row."""
+    bounds: list[ColumnElement[bool]] = []
+    for clause in filter.clauses:
+        if not (isinstance(clause, Range) and clause.field == order_field):
+            continue
+        if clause.kind != order_kind:
+            continue
+        for bound in clause.bounds:
+            limit = _value(bound.value, order_kind)
+            bounds.append(
+                {"gt": value > limit, "gte": value >= limit, "lt": value < limit}.get(
+                    bound.op, value <= limit
                 )
             )
-    ordering = [
-        column.desc() if direction == "desc" else column.asc() for column in (value_column, *keys)
+    return bounds
+
+
+def missing_page(
+    grant: StreamGrant,
+    filter: Filter,
+    *,
+    connection_id: str | None,
+    order_field: str,
+    order_kind: OrderKind,
+    direction: Direction,
+    after: tuple[str, str] | None,
+    limit: int,
+) -> Execute:
+    """The next `limit` visible records matching `filter` without an order value, in key order
+    (they come after every record with one: Rule 3), decoded by `page_rows`."""
+    scope, params = _scope(grant, connection_id)
+    keys = [records.c.connection_id, records.c.record_id]
+    conditions = [
+        scope,
+        filter_condition(filter, records),
+        ~exists(
+            select(literal_column("1"))
+            .select_from(_ORDER)
+            .where(_order_row(order_field, order_kind))
+            .correlate(records)
+        ),
     ]
+    if after is not None:
+        conditions.append(_beyond(keys, after, direction))
     statement = (
-        select(records.c.connection_id, records.c.record_id, value_column.label("v"))
-        .select_from(joined)
+        select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
         .where(*conditions)
-        .order_by(missing, *ordering)
+        .order_by(*_ordered(keys, direction))
+        .limit(bindparam("q_limit", limit, type_=Integer))
     )
-    return Execute(statement.limit(bindparam("q_limit", limit, type_=Integer)), params)
+    return Execute(statement, params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +330,7 @@ def changes_page(
         )
         .where(
             scope,
-            or_(*since) if since else literal_column("1") == 1,
+            or_(*since) if since else true(),
             or_(records.c.deleted == True, filter_condition(filter, records)),  # noqa: E712
         )
         .order_by(records.c.connection_id, records.c.change_seq)
@@ -300,18 +381,32 @@ def row_fields(
 ) -> Execute:
     """The metadata, item count and first `preview_chars` code points (text-like fields) of the
     listed records' fields: `paths` (already checked against the grant), or every granted field
-    when None (Rule 5); decoded by `row_previews`."""
+    when None (Rule 5); decoded by `row_previews`. The keys are bound as one JSON parameter and
+    joined by key (`dialects.bound_rows`), so each record is found by its primary key."""
     shape, terms = grant_terms(grant)
-    params = dict(terms)
-    chosen: list[ColumnElement[bool]] = [
-        same_record(fields, records),
-        tuple_(fields.c.connection_id, fields.c.record_id).in_(list(keys)),
-    ]
+    params: dict[str, Any] = {
+        **terms,
+        "k_keys": json.dumps([list(key) for key in keys], ensure_ascii=False),
+        "p_chars": preview_chars,
+    }
     if paths is not None:
         params["p_only"] = sorted(paths)
-        chosen.append(in_ids(fields.c.path, "p_only"))
     elif grant.fields is not None:
         params["p_fields"] = sorted(grant.fields)
+    narrowed = "only" if paths is not None else "granted" if grant.fields is not None else "all"
+    return Execute(partial(_row_fields, shape, narrowed), params)
+
+
+_KEY_COLUMNS: BoundColumns = (("connection_id", True), ("record_id", True))
+
+
+@cache
+def _row_fields(shape: GrantShape, narrowed: str, caps: Capabilities) -> Select[Any]:
+    wanted = bound_rows(caps, "k_keys", _KEY_COLUMNS)
+    chosen: list[ColumnElement[bool]] = []
+    if narrowed == "only":
+        chosen.append(in_ids(fields.c.path, "p_only"))
+    elif narrowed == "granted":
         chosen.append(in_ids(fields.c.path, "p_fields"))
     first_chunk = and_(
         same_record(field_chunks, fields),
@@ -319,23 +414,30 @@ def row_fields(
         field_chunks.c.chunk_no == 0,
         kind_in(text_like=True),
     )
-    statement = (
+    joined = (
+        wanted.join(
+            records,
+            and_(
+                records.c.connection_id == wanted.c.connection_id,
+                records.c.record_id == wanted.c.record_id,
+                records.c.stream == bindparam("g_stream"),
+            ),
+        )
+        .join(fields, same_record(fields, records))
+        .outerjoin(field_chunks, first_chunk)
+    )
+    return (
         select(
             fields.c.connection_id,
             fields.c.record_id,
             *FIELD_META,
             fields.c.item_count,
-            func.substr(
-                field_chunks.c.text, 1, bindparam("p_chars", preview_chars, type_=Integer)
-            ).label("head"),
+            func.substr(field_chunks.c.text, 1, bindparam("p_chars", type_=Integer)).label("head"),
         )
-        .select_from(
-            records.join(fields, same_record(fields, records)).outerjoin(field_chunks, first_chunk)
-        )
+        .select_from(joined)
         .where(*chosen, visibility.visible_records(shape))
         .order_by(fields.c.connection_id, fields.c.record_id, fields.c.path)
     )
-    return Execute(statement, params)
 
 
 RowField = tuple[Any, int | None, str | None]
