@@ -36,6 +36,7 @@ from ._core.identity import (
 from ._core.manifest import Manifest
 from ._core.selector import SelectorArgs
 from ._opening import DEFAULT_BATCH_SIZE, Opening, opened_async, opened_sync
+from ._ops import discovery as _discovery
 from ._ops import query as _query
 from ._ops import reads as _reads
 from ._ops import search as _search
@@ -378,8 +379,8 @@ class Store(_StoreCore):
             ),
         )
 
-    def describe_grant(self, grant: Grant) -> GrantSchema:
-        return self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
+    def describe_grant(self, grant: Grant, *, stream: str | None = None) -> GrantSchema:
+        return self._run(DESCRIBE_GRANT, _discovery.describe_grant(self._ctx, grant, stream))
 
     def query_records(
         self,
@@ -610,8 +611,10 @@ class AsyncStore(_StoreCore):
             ),
         )
 
-    async def describe_grant(self, grant: Grant) -> GrantSchema:
-        return await self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
+    async def describe_grant(self, grant: Grant, *, stream: str | None = None) -> GrantSchema:
+        return await self._run(
+            DESCRIBE_GRANT, _discovery.describe_grant(self._ctx, grant, stream)
+        )
 
     async def query_records(
         self,

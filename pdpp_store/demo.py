@@ -135,7 +135,13 @@ _MAIL = (
      "Your March statement is ready", "2026-03-02T06:00:00Z", ["INBOX", "CATEGORY_UPDATES"]),
     ("18e2f9a0c41d7b04", "Priya Raman <priya.raman@example.in>",
      "Lunch on Thursday? 🍜", "2026-02-17T11:20:13Z", ["INBOX", "STARRED"]),
+    ("18e2f9a0c41d7b05", "Zoë Müller <zoe.mueller@example.de>",
+     "Vendor list for the reconciliation", "2026-03-12T09:30:00Z", ["INBOX"]),
+    ("18e2f9a0c41d7b06", "Zoë Müller <zoe.mueller@example.de>",
+     "Kick-off: Q1 reconciliation", "2026-02-03T16:05:00Z", ["INBOX"]),
 )  # fmt: skip
+_SENDER = "Zoë Müller"
+_MONTH = {"gte": "2026-03-01T00:00:00Z", "lt": "2026-04-01T00:00:00Z"}
 
 
 def _body_record(index: int, text: str) -> dict[str, Any]:
@@ -297,7 +303,8 @@ def _range(window: FieldWindow) -> str:
 
 
 class _Walk:
-    """The walkthrough: setup, then steps (0) to (7), each printed as it completes."""
+    """The walkthrough: setup, then steps (0) to (7), each printed as it completes; (0) asks a
+    question (`query_records`) before it searches."""
 
     def __init__(self, store: Store, echo: Echo) -> None:
         self.store = store
@@ -328,6 +335,7 @@ class _Walk:
         for stream in self.grant.streams:
             self.line(f"{stream.name}: {', '.join(sorted(stream.fields or ()))}")
         self.echo("")
+        self.ask()
         self.search()
         self.project()
         early_cursor = self.at_offset()
@@ -364,6 +372,49 @@ class _Walk:
         for connection, stream, records in batches:
             result, ms = _timed(partial(store.upsert_records, connection, stream, records))
             self.title(f"  upsert_records {connection}/{stream}: {_counts(result)}", ms)
+
+    def ask(self) -> None:
+        """(0) The first rung is a question, not a record id: what the grant lets the agent ask
+        of `messages` (discovery), then the newest messages from a sender in a month (a filter
+        on the sender and a range on the order field), then the evidence the newest one opens."""
+        schema, ms = _timed(partial(self.store.describe_grant, self.grant, stream="messages"))
+        stream = schema.streams[0]
+        self.title("(0) describe_grant stream='messages': what may be asked", ms)
+        order = stream.order
+        self.line(
+            f"{stream.record_count} visible records, ordered by {order.field} from "
+            f"{order.oldest} to {order.newest}; last written {stream.last_written_at}"
+        )
+        asked = {name: list(ops) for name, ops in stream.filters.items() if name == "from_name"}
+        self.line(f"filters include {_json(asked)} and {order.field}: ranges")
+        question = {"from_name": _SENDER, order.field or "received_at": _MONTH}
+        ask = partial(
+            self.store.query_records, self.grant, "messages", filter=question, count="exact"
+        )
+        page, ms = _timed(partial(ask, limit=5))
+        self.title("(0) query_records: the newest messages from Zoë in March 2026", ms)
+        self.line(f"filter {_json(question, 40)}")
+        self.line(f"{page.count} match, {_json(page.order.to_dict())}")
+        for row in page.records:
+            card = row.card.to_dict()
+            slots = {slot: card[slot]["value"] for slot in ("time", "title") if slot in card}
+            self.line(f"{row.ref.id}  {_json(slots)}")
+        if not page.records:
+            return
+        newest = page.records[0]
+        record, ms = _timed(partial(self.store.read_record, self.grant, newest.ref.id))
+        self.title("(0) read_record of the newest: the row's own read call", ms)
+        self.line(f"{_json(newest.read.to_dict(), 40)}")
+        shown = record.to_dict()["data"]
+        self.line(f"granted fields {_json(sorted(shown))}, subject {_json(shown.get('subject'))}")
+        body = RecordRef(GMAIL_CONNECTION, "message_bodies", newest.ref.record_id)
+        view, ms = _timed(partial(self.store.read_record, self.grant, body))
+        ladder = view.to_dict()["content_ladder"].get("body_text", {})
+        self.title("(0) read_record of its body: the evidence, a preview and its ladder", ms)
+        self.line(
+            f"body_text {ladder.get('size_chars', 0):,} chars, preview "
+            f"{ladder.get('preview_status')}, read on: {_json(ladder.get('read'), 40)}"
+        )
 
     def search(self) -> None:
         """(0) The first rung: a question, not a record id. Search, the proven evidence, the read

@@ -180,7 +180,9 @@ SEARCH = Operation(
     ),
     ("SearchPage",),
 )
-DESCRIBE_GRANT = Operation("describe_grant", "read", (_GRANT,), ("GrantSchema",))
+DESCRIBE_GRANT = Operation(
+    "describe_grant", "read", (_GRANT, _optional("stream", "string")), ("GrantSchema",)
+)
 QUERY_RECORDS = Operation(
     "query_records",
     "read",

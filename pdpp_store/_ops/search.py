@@ -1,5 +1,5 @@
-"""Search (docs/contract.md §9) and the grant's schema, as operations driven by `_runtime` (no I/O
-here).
+"""Search (docs/contract.md §9), as an operation driven by `_runtime` (no I/O here); the grant's
+schema is `discovery`'s.
 
 Search, step by step:
 
@@ -51,17 +51,14 @@ from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import (
     Continuation,
     FieldInfo,
-    FieldSchema,
-    GrantSchema,
     MatchExcerpt,
     SearchHit,
     SearchPage,
-    StreamSchema,
 )
 
 from .reads import ReadContext
 
-__all__ = ["READ_CONTEXT_CHARS", "describe_grant", "search"]
+__all__ = ["READ_CONTEXT_CHARS", "search"]
 
 PREVIEW_BEFORE = 80
 PREVIEW_AFTER = 160
@@ -389,37 +386,3 @@ def _excerpt(  # noqa: PLR0917 - the parts of one excerpt, named where it is bui
         digest=info.digest,
         read=read,
     )
-
-
-# ---------------------------------------------------------------- the grant's schema
-
-
-def describe_grant(ctx: ReadContext, grant: Grant) -> Op[GrantSchema]:
-    """The granted streams and fields, from the manifests of the covered connections."""
-    grant = as_grant(grant)
-    grant.ensure_usable()
-    names = sorted(s.name for s in grant.streams)
-    catalogue = (yield from _catalogue(ctx, grant, names, None)) if names else []
-    described: list[StreamSchema] = []
-    for name in names:
-        stream_grant = grant.stream(name)
-        conns: list[str] = []
-        merged: dict[str, FieldSchema] = {}
-        for conn, stream, manifest in catalogue:
-            spec = manifest.spec(stream) if stream == name else None
-            if spec is None:
-                continue
-            conns.append(conn)
-            for field in spec.declared.values():
-                if field.name in merged or not stream_grant.allows_field(field.name):
-                    continue
-                merged[field.name] = FieldSchema(
-                    field.name,
-                    field.json_type,
-                    field.text_like,
-                    field.name in spec.lexical_fields,
-                )
-        described.append(
-            StreamSchema(name, tuple(sorted(set(conns))), tuple(merged[p] for p in sorted(merged)))
-        )
-    return GrantSchema(grant.grant_id, tuple(described))

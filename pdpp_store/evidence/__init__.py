@@ -24,7 +24,7 @@ from .card import CardSlot, RecordCard
 from .continuation import Continuation
 from .error import ERROR_SCHEMA
 from .field import FieldInfo
-from .grant_schema import FieldSchema, GrantSchema, StreamSchema
+from .grant_schema import FieldSchema, GrantSchema, StreamOrder, StreamSchema
 from .page import PageOrder, RecordPage, RecordRow, RecordTombstone
 from .record import FieldPreview, RecordView
 from .search import MatchExcerpt, SearchHit, SearchPage
@@ -52,6 +52,7 @@ __all__ = [
     "RecordView",
     "SearchHit",
     "SearchPage",
+    "StreamOrder",
     "StreamSchema",
     "UpsertResult",
     "json_schemas",
@@ -72,6 +73,7 @@ CARDS: tuple[type[Any], ...] = (
     SearchHit,
     SearchPage,
     FieldSchema,
+    StreamOrder,
     StreamSchema,
     GrantSchema,
     PageOrder,

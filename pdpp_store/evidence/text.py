@@ -43,6 +43,7 @@ __all__ = [
     "record_argument",
     "record_page_continuation",
     "record_text",
+    "records_text",
     "schema_text",
     "search_text",
     "window_continuations",
@@ -307,20 +308,81 @@ def search_text(page: Mapping[str, Any], call: CallFormatter) -> str:
     return "\n".join(out)
 
 
-def schema_text(schema: Mapping[str, Any]) -> str:
-    """What a grant lets a reader see: the header line, then one line per stream."""
+def schema_text(schema: Mapping[str, Any], call: CallFormatter | None = None) -> str:
+    """What a grant lets a reader see and ask: the header line, then one line per stream (its
+    figures, the order field and its bounds, what filters take, its fields as `[path, type,
+    text|binary, role]`), each with the call that lists the stream's records."""
     streams = schema.get("streams", [])
     out = [compact({"grant_id": schema.get("grant_id"), "streams": len(streams)})]
     for stream in streams:
-        line = {
+        line: dict[str, Any] = {
             "stream": stream["name"],
             "connections": stream.get("connection_ids", []),
+            "records": stream.get("record_count"),
+            "last_written_at": stream.get("last_written_at"),
+            "order": stream.get("order"),
             "searchable": stream.get("searchable_fields", []),
+            "filters": stream.get("filters", {}),
             "fields": [
                 [f["path"], f["type"], "text" if f["text_like"] else "binary"]
+                + ([f["role"]] if f.get("role") else [])
                 for f in stream.get("fields", [])
             ],
         }
+        aggregations = stream.get("aggregations")
+        if aggregations and (aggregations.get("count") or len(aggregations) > 1):
+            line["aggregations"] = aggregations
+        if stream.get("views"):
+            line["views"] = [view["id"] for view in stream["views"]]
+        if call is not None and stream.get("connection_ids"):
+            listing = {
+                "operation": "query_records",
+                "arguments": {"stream": stream["name"]},
+                "resource_uri": None,
+            }
+            line["list"] = call(listing)
+        out.append(compact(line))
+    return "\n".join(out)
+
+
+def records_text(page: Mapping[str, Any], call: CallFormatter) -> str:
+    """A page of `query_records`: the header line (order, count, the call for the next page,
+    the changes bookmark), then one line per record card: its slots, its projected fields
+    (a cut value as its preview, with the call that reads on, under `more`) and the call that
+    opens the whole record (`fetch`); a deleted record (changes pages) is its id and
+    `deleted`."""
+    rows = page["data"]
+    header: dict[str, Any] = {
+        "stream": page["stream"],
+        "results": len(rows),
+        "order": page["order"],
+        "has_more": page["has_more"],
+        "next": _optional_call(call, page.get("next")),
+    }
+    if "count" in page:
+        header["count"] = page["count"]["value"]
+    if "next_changes_since" in page:
+        header["next_changes_since"] = page["next_changes_since"]
+    out = [compact(header)]
+    for row in rows:
+        if row.get("deleted"):
+            out.append(compact({"id": row["id"], "deleted": True}))
+            continue
+        line: dict[str, Any] = {"id": row["id"]}
+        for slot in ("title", "time", "actor", "secondary", "amount"):
+            if slot in row:
+                line[slot] = row[slot]["value"]
+        line["fields"] = dict(row.get("data", {}))
+        more: dict[str, Any] = {}
+        for path, ladder in row.get("content_ladder", {}).items():
+            read = ladder.get("read")
+            if read is not None:
+                more[path] = {"size_chars": ladder.get("size_chars"), "read": call(read)}
+            else:
+                more[path] = {"metadata_only": ladder.get("binary_kind", ladder["preview_status"])}
+        if more:
+            line["more"] = more
+        line["fetch"] = call(row["read"])
         out.append(compact(line))
     return "\n".join(out)
 

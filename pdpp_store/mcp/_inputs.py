@@ -39,6 +39,7 @@ _TYPES: dict[str, dict[str, Any]] = {
     "integer": {"type": "integer"},
     "strings": {"type": "array", "items": _STRING},
     "field": _STRING,
+    "object": {"type": "object"},
 }
 """The JSON Schema of each catalogue argument type a tool takes (rule 1); `record` and `grant`
 are rendered by `_properties` (rules 2 and 3)."""
@@ -122,7 +123,29 @@ _TOOLS: dict[str, ToolInput] = {
         },
         record_by_parts=True,
     ),
-    "schema": ToolInput("describe_grant"),
+    "schema": ToolInput(
+        "describe_grant",
+        details={"stream": {"description": "Only this stream."}},
+    ),
+    "query_records": ToolInput(
+        "query_records",
+        details={
+            "stream": {"description": "The stream (see schema)."},
+            "connection_id": {"description": "Only this connection."},
+            "filter": {
+                "description": 'Clauses ANDed: {"f": v}, {"f": {"in": [..]}}, {"f": {"has": v}}, '
+                '{"f": {"gte": v, "lt": v}}; the fields and operators schema lists.'
+            },
+            "order": {"enum": ["desc", "asc"], "description": "By the order field; desc first."},
+            "fields": {"description": "Only these granted fields."},
+            "limit": {"minimum": 1, "maximum": 100},
+            "cursor": {"description": "next_cursor of the previous page."},
+            "count": {"enum": ["none", "exact"]},
+            "changes_since": {
+                "description": "'beginning' or a next_changes_since: what changed since."
+            },
+        },
+    ),
 }
 
 
@@ -178,6 +201,7 @@ TOOL_OPERATIONS: dict[str, tuple[str, ...]] = {
     "fetch": ("read_record", "read_resource", "blob_info"),
     "read_record_field": ("read_field_window",),
     "schema": ("describe_grant",),
+    "query_records": ("query_records",),
 }
 """The catalogued operations each tool performs (fetch reads a record, a field-window URI or a
 blob's metadata); tests hold the published tools to the catalogue with it."""
@@ -186,6 +210,5 @@ ABSENT_OPERATIONS: dict[str, str] = {
     "describe_field": "read_record_field refuses a field that is not text with its metadata, "
     "and fetch shows binary fields as metadata only",
     "read_blob_range": "the MCP server shows a blob's metadata, never its bytes",
-    "query_records": "no tool yet: the library operation comes first, its tool next",
 }
 """Read operations no tool performs, each with the reason."""

@@ -37,6 +37,7 @@ __all__ = [
     "error_result",
     "record_contents",
     "record_result",
+    "records_result",
     "schema_result",
     "search_result",
     "window_contents",
@@ -246,6 +247,32 @@ def search_result(page: Any) -> types.CallToolResult:
 
 def schema_result(schema: Any) -> types.CallToolResult:
     card = schema.to_dict()
-    return types.CallToolResult(
-        content=[_text(evidence_text.schema_text(card))], structured_content=card
-    )
+    text = evidence_text.schema_text(card, as_tool_call)
+    for stream in card["streams"]:
+        if stream["connection_ids"]:
+            stream["list"] = {"tool": "query_records", "arguments": {"stream": stream["name"]}}
+    return types.CallToolResult(content=[_text(text)], structured_content=card)
+
+
+def records_result(page: Any) -> types.CallToolResult:
+    """A `query_records` page: one line per card in `content[]`, then a resource link to each
+    record and to the rest of each cut field; in `structuredContent` the page with every
+    continuation as a ready tool call (each row's `fetch`, a cut field's `call`, the page's
+    `next`)."""
+    card = page.to_dict()
+    content: list[Any] = [_text(evidence_text.records_text(card, as_tool_call))]
+    for row in card["data"]:
+        if row.get("deleted"):
+            continue
+        row["fetch"] = as_tool_call(row["read"])
+        content.append(_link(row["uri"], row["id"], "The record."))
+        for path, ladder in row.get("content_ladder", {}).items():
+            read = ladder.get("read")
+            if read is None:
+                continue
+            ladder["call"] = as_tool_call(read)
+            if read.get("resource_uri"):
+                described = f"The rest of field {path!r}."
+                content.append(_link(read["resource_uri"], f"{row['id']} {path}", described))
+    card["next"] = None if card["next"] is None else as_tool_call(card["next"])
+    return types.CallToolResult(content=content, structured_content=card)

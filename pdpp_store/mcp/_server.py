@@ -1,4 +1,4 @@
-"""The MCP server over an `AsyncStore`: four tools, three resource templates, one grant source.
+"""The MCP server over an `AsyncStore`: five tools, three resource templates, one grant source.
 
 Rules:
 1. Each tool handler checks its arguments' names, makes one library call and renders its card
@@ -50,6 +50,16 @@ BLOB_PREFIX = "pdpp://blob/"
 _ACCEPTED = {tool: tuple(schema["properties"]) for tool, schema in TOOL_INPUTS.items()}
 """Each tool's argument names, in its input schema's order (the order a refusal lists them)."""
 _SELECTOR = tuple(name for name in _ACCEPTED["read_record_field"] if name in SELECTOR_ARGS)
+
+INSTRUCTIONS = (
+    "Personal data under a grant. From a question to evidence: schema lists each stream's "
+    "fields, filters, order field and record count. query_records lists a stream's records "
+    'newest first, narrowed by a filter, e.g. {"from_email": "a@b.c", "received_at": '
+    '{"gte": "2026-03-01", "lt": "2026-04-01"}}; search finds records by their words. Each '
+    "row or hit carries its fetch call: fetch opens the record, read_record_field reads a long "
+    "field in windows. Follow each answer's 'next' call for more."
+)
+"""The server's `instructions`: the way from a question to evidence, within 512 characters."""
 
 Handler = Callable[[AsyncStore, Grant, Mapping[str, Any]], Awaitable[types.CallToolResult]]
 
@@ -147,8 +157,16 @@ async def search(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> typ
 
 
 async def schema(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
-    _arguments(raw, _ACCEPTED["schema"])
-    return render.schema_result(await store.describe_grant(grant))
+    args = _arguments(raw, _ACCEPTED["schema"])
+    return render.schema_result(await store.describe_grant(grant, stream=args.get("stream")))
+
+
+async def query_records(
+    store: AsyncStore, grant: Grant, raw: Mapping[str, Any]
+) -> types.CallToolResult:
+    args = _arguments(raw, _ACCEPTED["query_records"])
+    asked = {name: value for name, value in args.items() if name != "stream"}
+    return render.records_result(await store.query_records(grant, _string(args, "stream"), **asked))
 
 
 HANDLERS: dict[str, Handler] = {
@@ -156,6 +174,7 @@ HANDLERS: dict[str, Handler] = {
     "fetch": fetch,
     "read_record_field": read_record_field,
     "schema": schema,
+    "query_records": query_records,
 }
 
 
@@ -243,8 +262,7 @@ def create_server(
     return Server(
         name,
         version=_version(),
-        instructions="Personal data under a grant. Start with search (or schema), read the "
-        "evidence with read_record_field, and follow each answer's 'next' call.",
+        instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,

@@ -27,7 +27,8 @@ __all__ = [
     "TOOLS_LIST_BUDGET_BYTES",
 ]
 
-TOOLS_LIST_BUDGET_BYTES = 24_576
+TOOLS_LIST_BUDGET_BYTES = 12_288
+"""docs/contract.md §10: all tools together, as `tools/list` answers."""
 
 _STRING = {"type": "string"}
 _NULLABLE_STRING = {"type": ["string", "null"]}
@@ -141,9 +142,20 @@ TOOLS: list[types.Tool] = [
     types.Tool(
         name="schema",
         title="What the grant covers",
-        description="The granted streams and fields: type, whether text or binary, and which "
-        "fields search looks at.",
+        description="Per granted stream: its fields (type, text or binary, role), which fields "
+        "search looks at, what query_records may filter on (operators per field), the order "
+        "field with its oldest and newest values, the visible record count and last write.",
         input_schema=TOOL_INPUTS["schema"],
+        annotations=_ANNOTATIONS,
+    ),
+    types.Tool(
+        name="query_records",
+        title="List a stream's records",
+        description="A stream's records, newest first by its order field, narrowed by a filter "
+        "(who, when, what), one card per record (title, time, actor, ...) with the fetch call "
+        "that opens it. count='exact' adds the number that match; changes_since lists what "
+        "changed since a bookmark. " + _LADDER,
+        input_schema=TOOL_INPUTS["query_records"],
         annotations=_ANNOTATIONS,
     ),
 ]

@@ -38,6 +38,7 @@ from pdpp_store.http import (
     protected_resource_metadata,
 )
 
+from . import _asking  # noqa: F401 - registers the asking routes on the `/v1` router
 from ._deps import GrantOf
 from ._errors import install_error_handlers
 from ._params import Params

@@ -74,8 +74,13 @@ class Params:
         return {"parameters": [param.openapi() for param in self.params]}
 
     def parse(self, request: Request) -> dict[str, Any]:
+        return self.parse_items(request, request.query_params.multi_items())
+
+    def parse_items(self, request: Request, items: list[tuple[str, str]]) -> dict[str, Any]:
+        """`parse` over the query items given (a route that reads some items itself passes the
+        rest); headers are the request's."""
         values: dict[str, Any] = dict.fromkeys(self.query)
-        for name, raw in request.query_params.multi_items():
+        for name, raw in items:
             param = self.query.get(name)
             shown = name[:MAX_NAME_IN_MESSAGE]
             if param is None:

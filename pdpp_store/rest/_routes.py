@@ -6,6 +6,7 @@ includes the router in each application it makes.
     GET /v1/streams/{stream}/records/{record_id}                 read_record
     GET /v1/search                                               search
     GET /v1/blobs/{blob_id}                                      blob_info + read_blob_range
+    GET /v1/schema, /v1/streams[/{stream}[/records]]             `_asking`: discovery, query_records
 
 Rules:
 1. A handler holds no store rules: identity, selectors, grants and errors are the library's.
@@ -269,17 +270,19 @@ ROUTE_OPERATIONS: dict[str, tuple[str, ...]] = {
     "read_record": ("read_record",),
     "search": ("search",),
     "read_blob": ("blob_info", "read_blob_range"),
+    "describe_grant": ("describe_grant",),
+    "list_streams": ("describe_grant",),
+    "describe_stream": ("describe_grant",),
+    "query_records": ("query_records",),
 }
-"""The catalogued operations each route calls, by the route's OpenAPI `operation_id`; tests hold
-the served routes to the catalogue with it."""
+"""The catalogued operations each route calls, by the route's OpenAPI `operation_id` (the asking
+routes are `_asking`'s); tests hold the served routes to the catalogue with it."""
 
 ABSENT_OPERATIONS: dict[str, str] = {
     "describe_field": "a field window carries its field's metadata, and a refusal of a field "
     "that is not text carries it in the error",
     "read_resource": "pdpp:// URIs are the MCP server's addresses; REST addresses the same "
     "records and windows by path",
-    "describe_grant": "no route yet: the client holds the grant its token was issued for",
-    "query_records": "no route yet: the library operation comes first, its route next",
 }
 """Read operations no route calls, each with the reason."""
 

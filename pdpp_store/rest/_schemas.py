@@ -10,7 +10,8 @@ Rules:
    `$ref` wherever it is used, inside other schemas too: a card's schema that holds another card
    inline holds a `$ref` to it instead, so generated clients get one class per card.
 4. A continuation's `arguments` are typed (`ContinuationArguments`): every argument a
-   continuation of `read_field_window`, `read_record` or `search` can carry, by name and type.
+   continuation of `read_field_window`, `read_record`, `search` or `query_records` can carry,
+   by name and type.
 5. Response headers are documented where they are sent: `ETag` on what has one, `Content-Range`
    on a byte range and on 416, `X-Request-Id` on every answer (added by `create_app`).
 """
@@ -65,6 +66,7 @@ _DESCRIPTIONS = {
     404: "Not found, or not visible under the grant: the two answer alike (not_found_error).",
     405: "Method not allowed.",
     409: "Stale cursor, or an ambiguous or conflicting connection.",
+    410: "The cursor or changes bookmark is older than the store keeps (cursor_expired).",
     412: "If-Match named another digest: the field's text has changed.",
     416: "The Range starts at or past the end of the blob (Content-Range: bytes */size).",
     422: "The field is not text (binary-only, a blob reference): its metadata is in the error.",
@@ -129,7 +131,12 @@ def _continuation_arguments() -> dict[str, Any]:
         "fields": {**names, "description": "read_record: only these fields."},
         "limit": {"type": "integer", "description": "search: hits per page."},
         "streams": {**names, "description": "search: only these streams."},
-        "connection_id": {**text, "description": "search: only this connection."},
+        "connection_id": {**text, "description": "search, query_records: only this connection."},
+        "stream": {**text, "description": "query_records: the stream."},
+        "filter": {"type": "object", "description": "query_records: the filter (§11.1)."},
+        "order": {**text, "description": "query_records: desc or asc."},
+        "count": {**text, "description": "query_records: none or exact."},
+        "changes_since": {**text, "description": "query_records: the changes bookmark."},
     }
     return {
         "title": "ContinuationArguments",
@@ -167,6 +174,17 @@ def _components() -> dict[str, dict[str, Any]]:
     components["Continuation"]["properties"]["arguments"] = ref("ContinuationArguments")
     components["ContinuationArguments"] = _continuation_arguments()
     components["FieldWindowResponse"] = _hoisted(_field_window_response(), cards)
+    components["StreamList"] = {
+        "title": "StreamList",
+        "description": "The granted streams (GET /v1/streams).",
+        "type": "object",
+        "required": ["object", "data"],
+        "properties": {
+            "object": {"const": "list"},
+            "data": {"type": "array", "items": ref("StreamSchema")},
+        },
+        "additionalProperties": False,
+    }
     components["Error"] = _hoisted(ERROR_SCHEMA, cards)
     return components
 

@@ -4,8 +4,9 @@ previews and binary data", §10 "Surfaces").
 
 The canary dataset and its oracle are `test_gate_canaries`'s. Each hypothesis example draws a
 grant and a few MCP requests (every tool: `search`, `fetch` of records, field-window and blob
-URIs, `read_record_field` with every selector and identity form, `schema`; every resource
-template), runs them through the SDK's client against the server in-process, and asserts:
+URIs, `read_record_field` with every selector and identity form, `schema` with and without a
+stream, `query_records` with filters, projections, counts and changes; every resource template),
+runs them through the SDK's client against the server in-process, and asserts:
 
 1. no canary outside the grant (the oracle's `forbidden`, blobs as metadata only) is in anything
    the client received: `content[]` text and links, `structuredContent`, resource text and
@@ -83,7 +84,8 @@ def _id(key: Key, form: str) -> dict[str, Any]:
 def requests(draw: st.DrawFn, grant: GrantDict) -> tuple[str, Any, str]:
     """One MCP request: ("tool", (name, arguments)) or ("resource", uri), and what it names in
     plain text (handles encode their record and field)."""
-    kind = draw(st.sampled_from(["search", "fetch", "read", "read", "schema", "resource", "blob"]))
+    kinds = ["search", "fetch", "read", "read", "schema", "resource", "blob", "query", "query"]
+    kind = draw(st.sampled_from(kinds))
     key, path = draw(targets(grant))
     return (*draw(_request(kind, key, path, grant)), f"{key}\x00{path}")
 
@@ -98,7 +100,19 @@ def _request(draw: st.DrawFn, kind: str, key: Key, path: str, grant: GrantDict) 
             arguments["streams"] = draw(st.lists(st.sampled_from(STREAMS), min_size=1, unique=True))
         return "tool", ("search", arguments)
     if kind == "schema":
-        return "tool", ("schema", {})
+        return "tool", ("schema", {"stream": key[1]} if draw(st.booleans()) else {})
+    if kind == "query":
+        asked: dict[str, Any] = {"stream": key[1], "limit": draw(st.integers(1, 5))}
+        if draw(st.booleans()):
+            asked["fields"] = [path]
+        if draw(st.booleans()):
+            canaries = [secret.canary for secret in DATASET.secrets]
+            asked["filter"] = {path: draw(st.sampled_from(canaries) | st.sampled_from(["x", 1]))}
+        if draw(st.booleans()):
+            asked["count"] = "exact"
+        if draw(st.integers(0, 3)) == 0:
+            asked["changes_since"] = "beginning"
+        return "tool", ("query_records", asked)
     if kind == "fetch":
         form = draw(st.sampled_from(["id", "uri", "window"]))
         if form == "window":
@@ -206,6 +220,8 @@ def test_the_mcp_check_sees_authorized_canaries(served: Served) -> None:
     asks: list[tuple[str, Any, str]] = [
         ("tool", ("fetch", {"id": record}), ""),
         ("tool", ("read_record_field", {"id": record, "field_path": "charset"}), ""),
+        ("tool", ("query_records", {"stream": "message_bodies", "fields": ["charset"]}), ""),
+        ("tool", ("schema", {"stream": "message_bodies"}), ""),
     ]
     said = "\n".join(
         served.loop.run_until_complete(_ask(served, Grant.from_dict(owner), asks))

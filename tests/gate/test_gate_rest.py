@@ -1,11 +1,12 @@
-"""P0 gate, proof 1 through the REST server: no answer of any route, under any grant, holds a
-byte the grant does not authorize (docs/contract.md §2 "Grants", §5 "Projection, previews and
-binary data", §10 "Surfaces").
+"""P0 gate, proof 1 through the REST server: no answer of any route, under any grant, holds a byte
+the grant does not authorize (docs/contract.md §2 "Grants", §5 "Projection, previews and binary
+data", §10 "Surfaces").
 
 The canary dataset and its oracle are `test_gate_canaries`'s. Each hypothesis example draws a
 grant (the grant of a bearer token) and a few HTTP requests over every route (field windows with
 every selector, records with and without `fields=`, search, blob bytes with and without a
-`Range`), sends them to the app in process, and asserts:
+`Range`, record lists with filters, projections, orders, counts and changes, discovery), sends
+them to the app in process, and asserts:
 
 1. no canary outside the grant (the oracle's `forbidden`; blob bytes count as a read through the
    blob) is in any answer, body or headers, apart from canaries the request itself carried;
@@ -81,9 +82,16 @@ def _record_path(key: Key) -> str:
 
 @st.composite
 def requests(draw: st.DrawFn, grant: GrantDict) -> Ask:
-    kind = draw(st.sampled_from(["window", "window", "record", "search", "blob"]))
+    kind = draw(
+        st.sampled_from(["window", "window", "record", "search", "blob", "records", "discovery"])
+    )
     key, path = draw(targets(grant))
     connection: dict[str, str] = {"connection_id": key[0]} if draw(st.booleans()) else {}
+    if kind == "records":
+        return f"/v1/streams/{quote(key[1], safe='')}/records", draw(list_params(path)), {}
+    if kind == "discovery":
+        where = draw(st.sampled_from(["/v1/schema", "/v1/streams", f"/v1/streams/{key[1]}"]))
+        return where, {}, {}
     if kind == "window":
         selector, _ = draw(selectors(key, path))
         params = {name: str(value) for name, value in selector.items()}
@@ -99,6 +107,28 @@ def requests(draw: st.DrawFn, grant: GrantDict) -> Ask:
     blob = draw(st.sampled_from(sorted(DATASET.blobs.values(), key=lambda b: b.key)))
     ranged = {"Range": f"bytes={draw(st.integers(0, 64))}-"} if draw(st.booleans()) else {}
     return f"/v1/blobs/{blob.blob_id}", {}, ranged
+
+
+@st.composite
+def list_params(draw: st.DrawFn, path: str) -> dict[str, str]:
+    """`query_records` parameters: a page size, and maybe a projection, a filter naming `path`
+    (a canary value, or a range), an order, a count, a changes walk."""
+    params = {"limit": str(draw(st.integers(1, 5)))}
+    if draw(st.booleans()):
+        params["fields"] = path
+    if draw(st.booleans()):
+        canaries = [secret.canary for secret in DATASET.secrets]
+        value: Any = draw(st.sampled_from(canaries) | st.sampled_from(["x", 1, True, None]))
+        if draw(st.booleans()):
+            value = {"gte": "2026-01-01T00:00:00Z"}
+        params["filter"] = json.dumps({path: value})
+    if draw(st.booleans()):
+        params["order"] = draw(st.sampled_from(["asc", "desc"]))
+    if draw(st.booleans()):
+        params["count"] = "exact"
+    if draw(st.integers(0, 3)) == 0:
+        params["changes_since"] = "beginning"
+    return params
 
 
 async def _ask(served: Served, grant: Grant, asks: list[Ask]) -> list[str]:
@@ -191,6 +221,8 @@ def test_the_rest_check_sees_authorized_canaries(served: Served) -> None:
         (_record_path(key), {"connection_id": key[0]}, {}),
         (f"{_record_path(key)}/field-window", {"field": "charset", "connection_id": key[0]}, {}),
         *((f"/v1/blobs/{blob.blob_id}", {}, {}) for blob in DATASET.blobs.values()),
+        ("/v1/streams/message_bodies/records", {"fields": "charset", "limit": "50"}, {}),
+        ("/v1/schema", {}, {}),
     ]
     said = "\n".join(
         served.loop.run_until_complete(_ask(served, Grant.from_dict(owner), asks))

@@ -483,6 +483,13 @@ def test_demo_walks_every_step_of_the_ladder(tmp_path: Path) -> None:
     assert (tmp_path / "demo.db").exists()
     for step in range(8):
         assert f"({step}) " in out
+    # the question comes before the search: two of Zoë's messages in March, newest first
+    asked = out.index("(0) query_records")
+    assert asked < out.index("(0) search")
+    assert "2 match" in out
+    newest, older = out.index("18e2f9a0c41d7b01  {"), out.index("18e2f9a0c41d7b05  {")
+    assert asked < newest < older
+    assert "18e2f9a0c41d7b06  {" not in out  # Zoë's February message is outside the month
     hit = re.search(r"evidence: body_text ([\d,]+)\N{EN DASH}([\d,]+) of", out)
     assert hit is not None
     read = re.search(r"match at ([\d,]+)\N{EN DASH}([\d,]+): the same place", out)

@@ -75,6 +75,7 @@ EVIDENCE = [
     "RecordView",
     "SearchHit",
     "SearchPage",
+    "StreamOrder",
     "StreamSchema",
     "UpsertResult",
     "json_schemas",
