@@ -612,9 +612,7 @@ class AsyncStore(_StoreCore):
         )
 
     async def describe_grant(self, grant: Grant, *, stream: str | None = None) -> GrantSchema:
-        return await self._run(
-            DESCRIBE_GRANT, _discovery.describe_grant(self._ctx, grant, stream)
-        )
+        return await self._run(DESCRIBE_GRANT, _discovery.describe_grant(self._ctx, grant, stream))
 
     async def query_records(
         self,

@@ -7,8 +7,9 @@ Per granted stream, in this order:
    fields the grant covers, with type, text-likeness, searchability and declared role (where
    connectors declare a field differently, the first declaring connection's, by id).
 2. What may be asked, from the first declaring connection's manifest and under the grant:
-   filter operators per granted field (`_core.filters.filter_operators`), the order field when granted, the aggregations and
-   views naming granted fields only. Nothing read here names a field the grant does not cover.
+   filter operators per granted field (`_core.filters.filter_operators`), the order field when
+   granted, the aggregations and views naming granted fields only. Nothing read here names a
+   field the grant does not cover.
 3. The figures, in SQL over the visible records of those connections (`_sql.discovery`): the
    record count and the newest write, then, only when the order field is granted, its bounds.
    A stream no covered connection declares reads nothing and counts zero.

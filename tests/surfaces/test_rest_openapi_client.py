@@ -110,6 +110,35 @@ def test_a_generated_client_parses_every_json_answer(server: Server, tmp_path: P
         page = searches.sync(client=client, q="short")
         assert isinstance(page, models.SearchPage)
         assert [hit.record_key for hit in page.data] == ["b2"]
+        _asks(client, models)
+
+
+def _asks(client: Any, models: Any) -> None:
+    """The asking routes' answers parse into their own classes: discovery and a records page."""
+    described = importlib.import_module(f"{PACKAGE}.api.discovery.describe_grant")
+    listed = importlib.import_module(f"{PACKAGE}.api.discovery.list_streams")
+    one = importlib.import_module(f"{PACKAGE}.api.discovery.describe_stream")
+    listing = importlib.import_module(f"{PACKAGE}.api.records.query_records")
+    schema = described.sync(client=client)
+    assert isinstance(schema, models.GrantSchema)
+    assert [stream.name for stream in schema.streams] == ["attachments", "message_bodies"]
+    streams = listed.sync(client=client)
+    assert isinstance(streams, models.StreamList)
+    stream = one.sync(client=client, stream="message_bodies")
+    assert isinstance(stream, models.StreamSchema)
+    assert stream.record_count == 3
+    assert isinstance(stream.order, models.StreamOrder)
+    page = listing.sync(client=client, stream="message_bodies", limit=2, count="exact")
+    assert isinstance(page, models.RecordPage)
+    assert len(page.data) == 2
+    assert page.count.value == 3
+    following = listing.sync(
+        client=client, stream="message_bodies", limit=2, count="exact", cursor=page.next_cursor
+    )
+    assert isinstance(following, models.RecordPage)
+    refused = listing.sync(client=client, stream="message_bodies", filter_="{not json")
+    assert isinstance(refused, models.Error)
+    assert (refused.error.code, refused.error.param) == ("invalid_filter", "filter")
 
 
 def test_the_document_names_each_schema_once(server: Server) -> None:
@@ -118,6 +147,7 @@ def test_the_document_names_each_schema_once(server: Server) -> None:
     assert {"FieldWindowResponse", "RecordView", "SearchPage", "Error", "Continuation"} <= set(
         schemas
     )
+    assert {"GrantSchema", "StreamSchema", "StreamList", "RecordPage", "RecordRow"} <= set(schemas)
     assert document["servers"] == [
         {"url": "/", "description": document["servers"][0]["description"]}
     ]
