@@ -428,7 +428,14 @@ def query_records(
     total: int | None = None
     if counting:
         total = query_sql.match_count(
-            (yield query_sql.record_count(stream_grant, parsed, connection_id=connection_id))
+            (
+                yield query_sql.record_count(
+                    stream_grant,
+                    parsed,
+                    connection_id=connection_id,
+                    connections=[connection_id] if connection_id is not None else sorted(spec_of),
+                )
+            )
         )
     arguments: dict[str, Any] = {"stream": stream, "order": direction, "limit": size}
     if connection_id is not None:

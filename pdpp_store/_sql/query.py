@@ -44,7 +44,7 @@ from sqlalchemy import (
     tuple_,
 )
 
-from pdpp_store._core.filters import Clause, Filter, Range
+from pdpp_store._core.filters import Clause, Equals, Filter, Has, OneOf, Range
 from pdpp_store._core.grants import StreamGrant
 
 from . import visibility
@@ -322,13 +322,37 @@ def page_rows(rows: Rows | None) -> list[PageRow]:
     ]
 
 
-def record_count(grant: StreamGrant, filter: Filter, *, connection_id: str | None) -> Execute:
-    """How many visible records match `filter` (decoded by `match_count`)."""
+def record_count(
+    grant: StreamGrant,
+    filter: Filter,
+    *,
+    connection_id: str | None,
+    connections: Sequence[str] = (),
+) -> Execute:
+    """How many visible records match `filter` (decoded by `match_count`). With an equality
+    clause (`eq`, `in`, `has`), the count is driven by that clause's rows in its value index
+    (`clause_rows`: at most one per record), the rest of the filter and the visibility checked
+    per match, instead of every visible record being checked against the filter."""
     scope, params = _scope(grant, connection_id)
+    drive = next((c for c in filter.clauses if isinstance(c, Equals | OneOf | Has)), None)
+    if drive is None or not connections:
+        statement = (
+            select(func.count().label("n"))
+            .select_from(records)
+            .where(scope, filter_condition(filter, records))
+        )
+        return Execute(statement, params)
+    rest = Filter(tuple(c for c in filter.clauses if c != drive))
     statement = (
         select(func.count().label("n"))
-        .select_from(records)
-        .where(scope, filter_condition(filter, records))
+        .select_from(_DRIVE.join(records, same_record(_DRIVE, records)))
+        .where(
+            _DRIVE.c.connection_id.in_(list(connections)),
+            _DRIVE.c.stream == grant.name,
+            clause_rows(drive, _DRIVE),
+            scope,
+            filter_condition(rest, records),
+        )
     )
     return Execute(statement, params)
 
