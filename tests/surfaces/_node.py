@@ -56,16 +56,20 @@ def run_json(script: str, *args: str, timeout: float = RUN_SECONDS) -> Any:
     return json.loads(done.stdout)
 
 
-def run_bin(
-    package_bin: str, *args: str, timeout: float = RUN_SECONDS
-) -> subprocess.CompletedProcess[str]:
-    """Run an installed package's executable (node_modules/.bin/NAME ARGS...)."""
-    node()
-    return subprocess.run(
-        [str(MODULES / ".bin" / package_bin), *args],
-        cwd=PROJECT,
+INSPECTOR = MODULES / "@modelcontextprotocol" / "inspector-cli" / "build"
+
+
+def inspector(*args: str, timeout: float = RUN_SECONDS) -> Any:
+    """Run the MCP Inspector's CLI (`inspector-cli TARGET... --method ...`) and parse the JSON
+    result it prints. It runs in its own `build` directory: 1.0.3 looks for its package.json
+    relative to the working directory."""
+    done = subprocess.run(
+        [node(), str(INSPECTOR / "index.js"), *args],
+        cwd=INSPECTOR,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
+    assert done.returncode == 0, f"inspector-cli failed ({done.returncode}): {done.stderr[-4000:]}"
+    return json.loads(done.stdout)

@@ -9,7 +9,8 @@ One node process per transport and database makes every call with each client
 (the text of content[]) and a structured agent (structuredContent, or an error's `_meta.error`),
 with nothing thrown by the SDK: its validation of structuredContent against a tool's
 outputSchema is what lost every refusal before errors stopped carrying structuredContent. What
-each agent sees must equal what the Python SDK's client sees of the same call in-process.
+each agent sees must equal what the Python SDK's client sees of the same call in-process, and
+`search` and `fetch` answer in the ChatGPT shape too (docs/contract.md §14).
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ from _node import run_json
 from mcp import Client
 from test_serve import Server, start
 
-from pdpp_store import AsyncStore, Grant, Store
+from pdpp_store import AsyncStore, Grant, RecordRef, Store
 from pdpp_store.mcp import create_server
 
 TOKEN = "tok_tsclients_0000000000"
 GRANT = {"grant_id": "g-ts", "streams": [{"name": "message_bodies"}]}
 CLIENTS = ["sdk1", "sdk2-legacy", "sdk2-auto"]
+PUBLIC_URL = "https://pdpp.example"
+"""What the HTTP server is told its public base URL is (`serve --public-url`)."""
 NOTE = "Dear Zoë, the kumquat ledger is overdue 😀. " * 40
 NOTE_EDITED = NOTE + "Edited."
 NOT_TEXT = base64.b64encode(bytes(range(256)) * 2).decode("ascii")
@@ -162,10 +165,13 @@ def _seen_in_python(result: Any) -> dict[str, Any]:
     }
 
 
-async def _reference(url: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+async def _reference(
+    url: str, calls: list[dict[str, Any]], public_url: str | None = None
+) -> dict[str, Any]:
     store = await AsyncStore.open(url)
     try:
-        async with Client(create_server(store, Grant.from_dict(GRANT))) as client:
+        server = create_server(store, Grant.from_dict(GRANT), public_url=public_url)
+        async with Client(server) as client:
             return {
                 call["name"]: _seen_in_python(
                     await client.call_tool(call["tool"], call["arguments"])
@@ -188,7 +194,7 @@ def loaded(db_url: str) -> tuple[str, str]:
 def http_server(loaded: tuple[str, str], tmp_path: Path) -> Iterator[Server]:
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: GRANT}), encoding="utf-8")
-    running = start(loaded[0], tokens)
+    running = start(loaded[0], tokens, "--public-url", PUBLIC_URL)
     try:
         yield running
     finally:
@@ -214,7 +220,24 @@ def _drive(connect: dict[str, Any], calls: list[dict[str, Any]], where: Path) ->
     return run_json("mcp_agents.mjs", str(plan))
 
 
-def _check(report: dict[str, Any], reference: dict[str, Any]) -> None:
+def _check_chatgpt_shape(run: dict[str, Any], note_url: str) -> None:
+    """What a ChatGPT-style host reads (docs/contract.md §14): search `results` and fetch's
+    `{id, title, text, url, metadata}`, the title from the declared role (`body_text` is the
+    gmail bodies' primary title), bounded."""
+    title = NOTE_EDITED[:200]
+    found = run["calls"]["search"]["structured_agent"]["structured"]["results"]
+    assert found == [{"id": NOTE_ID, "title": title, "url": note_url}]
+    fetched = run["calls"]["fetch"]["structured_agent"]["structured"]
+    assert (fetched["id"], fetched["title"], fetched["url"]) == (NOTE_ID, title, note_url)
+    assert fetched["text"] == run["calls"]["fetch"]["content_agent"]["text"]
+    assert NOTE_EDITED[:1024] in fetched["text"]  # the first window of the long field
+    assert fetched["metadata"]["title"]["complete"] is False
+    spare = run["calls"]["fetch spare"]["structured_agent"]["structured"]
+    assert spare["title"] == "spare text"
+    assert NOT_TEXT[:40] not in json.dumps(spare)  # the binary field: metadata only
+
+
+def _check(report: dict[str, Any], reference: dict[str, Any], note_url: str) -> None:
     assert set(report) == set(CLIENTS)
     for client, run in report.items():
         assert "connect_error" not in run, (client, run)
@@ -234,6 +257,7 @@ def _check(report: dict[str, Any], reference: dict[str, Any]) -> None:
                 assert not seen["is_error"], (client, name, seen)
                 assert seen["structured_agent"]["structured"] is not None
                 assert seen["content_agent"]["header"] is not None
+        _check_chatgpt_shape(run, note_url)
     stale = report["sdk1"]["calls"]["read_record_field stale cursor"]["structured_agent"]["error"]
     assert stale["size_chars"] == len(NOTE_EDITED)  # the agent learns the field's new size
     window = report["sdk1"]["calls"]["read_record_field offset"]["structured_agent"]["structured"]
@@ -244,7 +268,8 @@ async def test_ts_clients_over_stdio(loaded: tuple[str, str], tmp_path: Path) ->
     url, stale = loaded
     calls = _calls(stale)
     reference = await _reference(url, calls)
-    _check(_drive(_stdio(url, tmp_path), calls, tmp_path), reference)
+    note_uri = RecordRef(MAILBOX, "message_bodies", "note").uri  # no public URL over stdio
+    _check(_drive(_stdio(url, tmp_path), calls, tmp_path), reference, note_uri)
 
 
 async def test_ts_clients_over_streamable_http(
@@ -252,10 +277,11 @@ async def test_ts_clients_over_streamable_http(
 ) -> None:
     url, stale = loaded
     calls = _calls(stale)
-    reference = await _reference(url, calls)
+    reference = await _reference(url, calls, PUBLIC_URL)
+    note_url = f"{PUBLIC_URL}/v1/streams/message_bodies/records/note?connection_id={MAILBOX}"
     connect = {
         "kind": "http",
         "url": f"{http_server.base_url}/mcp",
         "headers": {"Authorization": f"Bearer {TOKEN}"},
     }
-    _check(_drive(connect, calls, tmp_path), reference)
+    _check(_drive(connect, calls, tmp_path), reference, note_url)
