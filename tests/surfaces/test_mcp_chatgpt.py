@@ -118,7 +118,9 @@ async def test_fetch_is_bounded_and_continues_exactly(db_url: str) -> None:
         assert (metadata["stream"], metadata["record_id"]) == ("message_bodies", "long")
         assert metadata["title"] == {"field": "body_text", "value": LONG[:200], "complete": False}
         following = fetched["calls"]["body_text"]  # the continuation the text names too
-        assert json.dumps(following["arguments"], ensure_ascii=False)[1:-1] in text
+        lines = [json.loads(line) for line in text.split("\n")[1:]]
+        (field,) = [line for line in lines if line["field"] == "body_text"]
+        assert field["next"] == following
         onward = await client.call_tool(following["tool"], following["arguments"])
         window = onward.structured_content["window"]
         assert window["start_chars"] == 1024
