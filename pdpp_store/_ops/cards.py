@@ -11,8 +11,9 @@ Rules:
    time (`ReadContext.manifests`, the cache search uses), loaded by step 1 when the manifest was
    registered since. So a read of a stream read lately asks the catalogue nothing, and a card
    costs no statement of its own unless rule 3 needs one.
-3. The values are the page's own previews when the page holds every granted role field (the
-   first page of a record usually does); otherwise one bounded statement reads the previews of
+3. The values are the page's own previews when the page shows every granted role field (the
+   first page of a record usually does); otherwise (a field off the page, or past the page's
+   budget) one bounded statement reads the previews of
    just those fields (`_sql.reads.record_preview` narrowed to them, the grant's own shape). A
    preview holds `PREVIEW_CHARS` code points, more than any slot shows, so a slot cut from it is
    cut exactly as from the whole value.
@@ -121,8 +122,8 @@ def record_card(
     wanted = _role_fields(spec, grant)
     if not wanted:
         return RecordCard(ref)
-    items: dict[str, FieldPreview] = {path: page[path] for path in wanted if path in page}
-    if len(items) < len(wanted):
+    items = {path: page[path] for path in wanted if path in page and _shown(page[path])[0]}
+    if len(items) < len(wanted):  # off the page, or past its budget (`unavailable`)
         rows = yield read_sql.record_preview(
             ref, grant, preview_chars, only=wanted, max_fields=len(wanted)
         )
