@@ -124,6 +124,7 @@ class _StoreCore:
         yield from _ingest.register_manifest(parsed)
         yield COMMIT
         self._ctx.declared.clear()  # the new manifest may declare fewer streams
+        self._ctx.card_specs.clear()
 
     def _op_upsert_records(
         self, connection_id: str, stream: str, records: Iterable[object]

@@ -84,6 +84,7 @@ from pdpp_store.evidence import (
 from pdpp_store.evidence.record import built_preview, built_view
 from pdpp_store.evidence.window import built_window, deferred_cursor
 
+from .cards import record_card, remember_spec
 from .writes import load_cursor_keys
 
 __all__ = [
@@ -152,6 +153,12 @@ class ReadContext:
     )
     """Parsed manifests by connector id, with the registration time they were parsed at (a
     re-registration, by this store or another, is seen by that time changing)."""
+    card_specs: dict[tuple[str, str], tuple[float, str, Any]] = dataclass_field(
+        default_factory=dict, compare=False
+    )
+    """(connection, stream) -> (until, connector id, registration time): whose manifest gives a
+    record card its roles (`_ops.cards`); learnt by step 1 with `declared`, kept as long, and
+    cleared with it."""
 
     keys_loaded_at: float = dataclass_field(default_factory=time.monotonic, compare=False)
     unknown_key_reload_at: float = dataclass_field(default=-math.inf, compare=False)
@@ -189,9 +196,7 @@ def _seen_declared(ref: RecordRef | UnscopedRecordRef, seen: dict[tuple[str, str
     )
 
 
-def _declared(
-    ref: RecordRef | UnscopedRecordRef, covered: bool, seen: dict[tuple[str, str], float]
-) -> Op[bool]:
+def _declared(ref: RecordRef | UnscopedRecordRef, covered: bool, ctx: ReadContext) -> Op[bool]:
     """Step 1. Returns whether the connection is known to exist.
 
     The connection-specific answer ("not declared by this connection's manifest") is given only
@@ -200,10 +205,13 @@ def _declared(
     global question and step 5 refuses the connection exactly like a missing one.
     """
     if isinstance(ref, RecordRef):
-        if _seen_declared(ref, seen):
+        if _seen_declared(ref, ctx.declared):
             return True
-        if (yield catalogue_sql.stream_spec(ref.connection_id, ref.stream)):
-            seen[ref.connection_id, ref.stream] = time.monotonic() + DECLARED_TTL_S
+        rows = yield catalogue_sql.stream_spec(ref.connection_id, ref.stream)
+        if rows:
+            until = time.monotonic() + DECLARED_TTL_S
+            ctx.declared[ref.connection_id, ref.stream] = until
+            yield from remember_spec(ctx, ref, rows[0], until)
             return True
         if covered and (yield catalogue_sql.connection_exists(ref.connection_id)):
             raise NotFound(
@@ -276,7 +284,7 @@ def _resolve(
     known = _seen_declared(ref, ctx.declared)
     if not known:
         covered = isinstance(ref, RecordRef) and grant.covers(ref.stream, ref.connection_id)
-        known = yield from _declared(ref, covered, ctx.declared)
+        known = yield from _declared(ref, covered, ctx)
     checked_path = validate_field_path(path) if path is not None else ""
     chosen, warnings = parse_selector(**selector) if selector is not None else (None, ())
     grant.ensure_usable()
@@ -568,6 +576,16 @@ def read_record(
         budget -= shown
         spent += cost
     more = len(found) > len(previews)
+    on_page = {item.info.path: item for item in previews}
+    card = yield from record_card(
+        ctx,
+        ref,
+        grant=stream_grant,
+        page=on_page,
+        preview=_preview,
+        preview_chars=PREVIEW_CHARS,
+        ttl_s=DECLARED_TTL_S,
+    )
     return built_view(
         ref,
         version if stream_grant.fields is None else None,
@@ -575,6 +593,7 @@ def read_record(
         after_field,
         previews[-1].info.path if more and previews else None,
         only,
+        card,
     )
 
 

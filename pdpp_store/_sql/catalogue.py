@@ -35,15 +35,25 @@ __all__ = [
 
 
 def stream_spec(connection_id: str, stream: str) -> Execute:
+    """The stream's stored spec as `connection_id`'s manifest declares it (`stream_spec_of`),
+    with the connector's id and the manifest's registration time (which parsed manifest it is)."""
     return Execute(_stream_spec(), {"r_conn": connection_id, "r_stream": stream}, bounded=True)
 
 
 @cache
 def _stream_spec() -> Select[Any]:
     return (
-        select(streams.c.primary_key, streams.c.consent_time_field, streams.c.hints)
+        select(
+            streams.c.primary_key,
+            streams.c.consent_time_field,
+            streams.c.hints,
+            connections.c.connector_id,
+            manifests.c.registered_at,
+        )
         .select_from(
-            connections.join(streams, streams.c.connector_id == connections.c.connector_id)
+            connections.join(streams, streams.c.connector_id == connections.c.connector_id).join(
+                manifests, manifests.c.connector_id == connections.c.connector_id, isouter=True
+            )
         )
         .where(
             connections.c.connection_id == bindparam("r_conn"),

@@ -34,7 +34,9 @@ from pdpp_store._core.identity import FieldWindowRef, RecordRef
 from pdpp_store._core.slots import slot_setters
 from pdpp_store._core.window import DEFAULT_LIMIT_CHARS
 
-from ._schema import card, embedded, nullable
+from ._schema import card as card_schema
+from ._schema import embedded, nullable
+from .card import RecordCard
 from .continuation import Continuation
 from .field import FieldInfo
 
@@ -46,7 +48,7 @@ PreviewStatus = Literal["complete", "truncated", "binary-only", "unavailable"]
 
 def _preview_schema() -> dict[str, Any]:
     info = FieldInfo.JSON_SCHEMA
-    return card(
+    return card_schema(
         "FieldPreview",
         {
             **embedded(info)["properties"],
@@ -155,8 +157,10 @@ class RecordView:
     """The path the next page starts after; None when this page holds the last field."""
     only: tuple[str, ...] | None = None
     """The fields the projection was narrowed to (`fields`), kept by the next page."""
+    card: RecordCard | None = None
+    """The record's card (docs/contract.md §13): its identity and declared-role slots."""
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card_schema(
         "RecordView",
         {
             "object": {"const": "record"},
@@ -176,6 +180,7 @@ class RecordView:
             "fields": {"type": "array", "items": {"type": "string"}},
             "has_more_fields": {"type": "boolean"},
             "next": nullable(embedded(Continuation.JSON_SCHEMA)),
+            "card": embedded(RecordCard.JSON_SCHEMA),
         },
         [
             "object",
@@ -240,6 +245,7 @@ class RecordView:
             **({"fields": list(self.only)} if self.only is not None else {}),
             "has_more_fields": self.next_after_field is not None,
             "next": None if self.next_after_field is None else self._next().to_dict(),
+            **({"card": self.card.to_dict()} if self.card is not None else {}),
         }
 
 
@@ -280,8 +286,10 @@ _NEW = object.__new__
 (_SET_RECORD, _SET_INFO, _SET_STATUS, _SET_VALUE, _SET_PREVIEW, _SET_ITEM_COUNT) = slot_setters(
     FieldPreview, ("record", "info", "status", "value", "preview", "item_count")
 )
-(_SET_REF, _SET_VERSION, _SET_FIELDS, _SET_AFTER, _SET_NEXT_AFTER, _SET_ONLY) = slot_setters(
-    RecordView, ("ref", "version", "fields", "after_field", "next_after_field", "only")
+(_SET_REF, _SET_VERSION, _SET_FIELDS, _SET_AFTER, _SET_NEXT_AFTER, _SET_ONLY, _SET_CARD) = (
+    slot_setters(
+        RecordView, ("ref", "version", "fields", "after_field", "next_after_field", "only", "card")
+    )
 )
 
 
@@ -312,6 +320,7 @@ def built_view(  # noqa: PLR0917 - the fields of `RecordView`, in its order
     after_field: str | None,
     next_after_field: str | None,
     only: tuple[str, ...] | None,
+    card: RecordCard | None = None,
 ) -> RecordView:
     """`RecordView(...)` built as `built_preview` is (a view has no checks to skip)."""
     view: RecordView = _NEW(RecordView)
@@ -321,4 +330,5 @@ def built_view(  # noqa: PLR0917 - the fields of `RecordView`, in its order
     _SET_AFTER(view, after_field)
     _SET_NEXT_AFTER(view, next_after_field)
     _SET_ONLY(view, only)
+    _SET_CARD(view, card)
     return view

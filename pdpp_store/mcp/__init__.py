@@ -30,16 +30,20 @@ if TYPE_CHECKING:
 
     from pdpp_store import AsyncStore, Grant
 
-    from ._server import GrantSource
+    from ._server import GrantSource, PublicUrlSource
 
 __all__ = ["TOOL_OF_OPERATION", "as_tool_call", "create_server", "http_app", "serve_stdio"]
 
 
-def create_server(store: AsyncStore, grant: GrantSource) -> Server[Any]:
-    """The MCP server over `store`, under a fixed grant or a per-request grant function."""
+def create_server(
+    store: AsyncStore, grant: GrantSource, *, public_url: PublicUrlSource = None
+) -> Server[Any]:
+    """The MCP server over `store`, under a fixed grant or a per-request grant function;
+    `public_url` (the server's public base URL, or a function of the request to it) makes the
+    `url` of search results and fetches a REST URL instead of a `pdpp://` URI."""
     from ._server import create_server as create
 
-    return create(store, grant)
+    return create(store, grant, public_url=public_url)
 
 
 def http_app(

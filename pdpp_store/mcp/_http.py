@@ -42,6 +42,7 @@ from starlette.types import Message, Receive, Scope, Send
 from pdpp_store import AsyncStore, BadRequest, Grant, StoreError
 from pdpp_store.http import (
     METADATA_PATH,
+    PUBLIC_URL_KEY,
     Tokens,
     Unauthenticated,
     bearer_token,
@@ -139,6 +140,12 @@ def _request_grant(request: Any) -> Grant:
     return grant
 
 
+def _request_public_url(request: Any) -> str | None:
+    """The public base URL `serve` names itself by (`PUBLIC_URL_KEY`), if it set one."""
+    named = None if request is None else request.scope.get(PUBLIC_URL_KEY)
+    return named if isinstance(named, str) else None
+
+
 def http_app(
     store: AsyncStore, tokens: Mapping[str, Grant], *, resource_path: str = "/mcp"
 ) -> Starlette:
@@ -146,7 +153,9 @@ def http_app(
     `resource_path` is where it is served, whose RFC 9728 metadata a 401 names."""
     known = Tokens(tokens)
     manager = StreamableHTTPSessionManager(
-        app=create_server(store, _request_grant), stateless=True, json_response=True
+        app=create_server(store, _request_grant, public_url=_request_public_url),
+        stateless=True,
+        json_response=True,
     )
 
     async def authenticated(scope: Scope, receive: Receive, send: Send) -> None:

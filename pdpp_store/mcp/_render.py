@@ -15,6 +15,14 @@ Rules:
    against it even on errors (the TypeScript SDK 1.x, the MCP Inspector) would throw the envelope
    away. Nothing an exception says reaches the client unless it is a `StoreError` (whose messages
    are safe by the store's own rule).
+5. ChatGPT-style hosts (docs/contract.md §14) read `search`'s structured `results` as
+   `[{id, title, url}]` and `fetch`'s as `{id, title, text, url, metadata}`; both are there
+   beside the ladder's own keys (`ChatGPT-shape`, below). `id` is what `fetch` takes back;
+   `title` is the record card's title (its declared `primary-title` field, under the grant,
+   bounded) or else the id; `text` is what content[] shows, already bounded (a record's first
+   page of fields, each long value as its first window with the call that continues it; a
+   window's text with its continuation in `metadata`); `url` is the REST address of the record
+   (or window, or blob) when the server knows its public base URL, else the `pdpp://` URI.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import mcp_types as types
 
@@ -34,6 +43,7 @@ __all__ = [
     "INTERNAL_ERROR",
     "blob_contents",
     "blob_result",
+    "card_title",
     "error_result",
     "record_contents",
     "record_result",
@@ -127,7 +137,11 @@ def window_structured(window: FieldWindow, q: str | None) -> dict[str, Any]:
     }
 
 
-def window_result(window: FieldWindow, q: str | None = None) -> types.CallToolResult:
+def window_result(
+    window: FieldWindow, q: str | None = None, *, fetched: FetchShape | None = None
+) -> types.CallToolResult:
+    """A window as `read_record_field` answers it; as `fetch` answers it (`fetched`), also in
+    the ChatGPT shape (rule 5)."""
     structured = window_structured(window, q)
     content: list[Any] = [_text(evidence_text.window_text(window.to_dict(), as_tool_call))]
     resource = structured["resource"]
@@ -137,7 +151,37 @@ def window_result(window: FieldWindow, q: str | None = None) -> types.CallToolRe
         content.append(
             _link(resource["previous_uri"], "previous window", "The window before this one.")
         )
+    if fetched is not None:
+        record = structured["record"]
+        url = fetched.window_url(window) or resource["uri"]
+        structured.update(
+            fetched.shape(
+                record["id"],
+                None,
+                structured["window"]["text"],
+                url,
+                {
+                    "object": "field_window",
+                    **record,
+                    "field": structured["field"],
+                    "range": [window.start_chars, window.end_chars],
+                    "complete": window.complete,
+                    "next": _window_call(window, window.next_cursor),
+                    "previous": _window_call(window, window.previous_cursor),
+                },
+            )
+        )
     return types.CallToolResult(content=content, structured_content=structured)
+
+
+def _window_call(window: FieldWindow, cursor: str | None) -> dict[str, Any] | None:
+    if cursor is None:
+        return None
+    record = evidence_text.record_argument(window.connection_id, window.stream, window.record_id)
+    return {
+        "tool": "read_record_field",
+        "arguments": {"id": record, "field_path": window.field.path, "cursor": cursor},
+    }
 
 
 def window_contents(window: FieldWindow, uri: str) -> types.ReadResourceResult:
@@ -171,7 +215,7 @@ def _record_page(record: Any) -> evidence_text.RecordPage:
     return evidence_text.page_record(record.to_dict())
 
 
-def record_result(record: Any) -> types.CallToolResult:
+def record_result(record: Any, fetched: FetchShape | None = None) -> types.CallToolResult:
     page = _record_page(record)
     following = evidence_text.record_page_continuation(page)
     structured = {
@@ -188,11 +232,27 @@ def record_result(record: Any) -> types.CallToolResult:
             if line.get("next") is not None
         },
     }
-    content: list[Any] = [_text(evidence_text.record_text(page, as_tool_call))]
+    text = evidence_text.record_text(page, as_tool_call)
+    content: list[Any] = [_text(text)]
     for path, ladder in page.record.get("content_ladder", {}).items():
         uri = ladder.get("resource_uri") or (ladder.get("read") or {}).get("resource_uri")
         if uri:
             content.append(_link(uri, f"{path} (continued)", f"The rest of field {path!r}."))
+    if fetched is not None:
+        shown = page.record
+        card = shown.get("card") or {}
+        metadata = {
+            "object": "record",
+            "connection_id": shown["connection_id"],
+            "stream": shown["stream"],
+            "record_id": shown["record_id"],
+            "uri": shown["uri"],
+            "revision": shown["revision"],
+            **{slot: card[slot] for slot in _CARD_SLOTS if slot in card},
+            "next": structured["fields"]["next"],
+        }
+        url = fetched.record_url(shown) or shown["uri"]
+        structured.update(fetched.shape(shown["id"], card_title(card), text, url, metadata))
     return types.CallToolResult(content=content, structured_content=structured)
 
 
@@ -209,11 +269,15 @@ def record_contents(record: Any, uri: str) -> types.ReadResourceResult:
     return types.ReadResourceResult(contents=[contents])
 
 
-def blob_result(blob: Any) -> types.CallToolResult:
+def blob_result(blob: Any, fetched: FetchShape | None = None) -> types.CallToolResult:
     card = {**blob.to_dict(), "uri": f"pdpp://blob/{blob.blob_id}"}
-    return types.CallToolResult(
-        content=[_text(evidence_text.blob_text(card))], structured_content=card
-    )
+    text = evidence_text.blob_text(card)
+    structured = dict(card)
+    if fetched is not None:
+        url = fetched.blob_url(blob.blob_id) or card["uri"]
+        metadata = {"object": "blob", **card}
+        structured.update(fetched.shape(card["uri"], None, text, url, metadata))
+    return types.CallToolResult(content=[_text(text)], structured_content=structured)
 
 
 def blob_contents(blob: Any, uri: str) -> types.ReadResourceResult:
@@ -226,8 +290,20 @@ def blob_contents(blob: Any, uri: str) -> types.ReadResourceResult:
 # ---------------------------------------------------------------- search, schema
 
 
-def search_result(page: Any) -> types.CallToolResult:
+def search_result(
+    page: Any, titles: Mapping[str, str | None] | None = None, base_url: str | None = None
+) -> types.CallToolResult:
+    """A search page; with `results` in the ChatGPT shape (rule 5): `titles` by hit id."""
     card = page.to_dict()
+    linked = FetchShape(base_url)
+    card["results"] = [
+        {
+            "id": hit["id"],
+            "title": (titles or {}).get(hit["id"]) or hit["id"],
+            "url": linked.record_url(hit) or _record_uri(hit),
+        }
+        for hit in card["data"]
+    ]
     content: list[Any] = [_text(evidence_text.search_text(card, as_tool_call))]
     for hit in card["data"]:
         for excerpt in hit.get("evidence_excerpts") or []:
@@ -276,3 +352,72 @@ def records_result(page: Any) -> types.CallToolResult:
                 content.append(_link(read["resource_uri"], f"{row['id']} {path}", described))
     card["next"] = None if card["next"] is None else as_tool_call(card["next"])
     return types.CallToolResult(content=content, structured_content=card)
+
+
+# ---------------------------------------------------------------- the ChatGPT shape (rule 5)
+
+_CARD_SLOTS = ("title", "time", "actor", "secondary", "amount")
+
+
+def card_title(card: Mapping[str, Any] | None) -> str | None:
+    """The title a record card shows (its `primary-title` slot's value, as text), or None."""
+    slot = (card or {}).get("title")
+    if not isinstance(slot, Mapping):
+        return None
+    value = slot.get("value")
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _record_uri(hit: Mapping[str, Any]) -> str:
+    return RecordRef(
+        hit["connection_id"], hit["stream"], hit.get("record_id") or hit["record_key"]
+    ).uri
+
+
+class FetchShape:
+    """Builds the ChatGPT-shape keys of a result; `base_url` is the server's public base URL
+    (None: it knows none, so each `url` is a `pdpp://` URI)."""
+
+    def __init__(self, base_url: str | None) -> None:
+        self.base_url = None if base_url is None else base_url.rstrip("/")
+
+    @staticmethod
+    def shape(
+        ident: str, title: str | None, text: str, url: str, metadata: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "id": ident,
+            "title": title or ident,
+            "text": text,
+            "url": url,
+            "metadata": metadata,
+        }
+
+    def _path(self, *parts: str) -> str:
+        assert self.base_url is not None
+        return self.base_url + "/v1/" + "/".join(quote(part, safe="") for part in parts)
+
+    def record_url(self, record: Mapping[str, Any]) -> str | None:
+        """The REST URL of a record (a record card, view or search hit), or None."""
+        if self.base_url is None:
+            return None
+        record_id = record.get("record_id") or record["record_key"]
+        path = self._path("streams", record["stream"], "records", record_id)
+        return path + "?" + urlencode({"connection_id": record["connection_id"]})
+
+    def window_url(self, window: FieldWindow) -> str | None:
+        if self.base_url is None:
+            return None
+        path = self._path("streams", window.stream, "records", window.record_id, "field-window")
+        query = {
+            "connection_id": window.connection_id,
+            "field": window.field.path,
+            "offset_chars": window.start_chars,
+            "limit_chars": window.limit_chars,
+        }
+        return path + "?" + urlencode(query)
+
+    def blob_url(self, blob_id: str) -> str | None:
+        return None if self.base_url is None else self._path("blobs", blob_id)

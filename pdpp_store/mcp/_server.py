@@ -8,12 +8,20 @@ Rules:
 3. Nothing escapes a handler: a `StoreError` is its envelope (an `isError` tool result, or for
    `resources/read` a JSON-RPC error carrying the envelope as data); any other exception is the
    fixed `internal_error` envelope and is logged by type only (its text may quote data).
+4. `search` and `fetch` also answer in the ChatGPT shape (`_render` rule 5). Their `url`s use
+   the server's public base URL, from `public_url` (fixed, or a function of the request as the
+   grant is: over HTTP, the base `serve` names itself by), handed to the handler for the call
+   it makes (`_BASE_URL`); none (stdio) means `pdpp://` URIs. A search hit's title is its
+   record card's: one `read_record` per hit, narrowed to the field that matched (its card is
+   read whatever the page shows), under the same grant; a hit whose read is refused (deleted
+   since) keeps its id as title.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import mcp_types as types
@@ -36,13 +44,20 @@ from ._inputs import IDENTITY as _IDENTITY
 from ._inputs import TOOL_INPUTS
 from ._tools import RESOURCE_TEMPLATES, TOOLS
 
-__all__ = ["GrantSource", "create_server"]
+__all__ = ["GrantSource", "PublicUrlSource", "create_server"]
 
 log = logging.getLogger("pdpp_store.mcp")
 
 GrantSource = Grant | Callable[[Any], Grant]
 """A fixed grant, or a function from the transport's request (`None` in-process and over
 stdio; a Starlette request over HTTP) to the grant of that request."""
+
+PublicUrlSource = str | Callable[[Any], str | None] | None
+"""The server's public base URL (`https://host[:port]`), a function from the transport's
+request to it, or None (the server knows none)."""
+
+_BASE_URL: ContextVar[str | None] = ContextVar("pdpp_store_mcp_base_url", default=None)
+"""The public base URL of the tool call being answered (rule 4)."""
 
 FIELD_WINDOW_PREFIX = "pdpp://field-window/"
 RECORD_PREFIX = "pdpp://record/"
@@ -138,22 +153,40 @@ def _beside_uri(named: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
 async def fetch(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
     args = _arguments(raw, _ACCEPTED["fetch"])
     target = _string(args, "id")
+    shape = render.FetchShape(_BASE_URL.get())
     if target.startswith(BLOB_PREFIX):
-        return render.blob_result(await store.blob_info(grant, target.removeprefix(BLOB_PREFIX)))
+        blob = await store.blob_info(grant, target.removeprefix(BLOB_PREFIX))
+        return render.blob_result(blob, shape)
     if target.startswith(FIELD_WINDOW_PREFIX):
         window = await store.read_resource(grant, target)
         assert isinstance(window, FieldWindow)
-        return render.window_result(window)
+        return render.window_result(window, fetched=shape)
     view = await store.read_record(
         grant, target, connection_id=args.get("connection_id"), after_field=args.get("after_field")
     )
-    return render.record_result(view)
+    return render.record_result(view, shape)
 
 
 async def search(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
     args = _arguments(raw, _ACCEPTED["search"])
     query = {name: value for name, value in args.items() if name != "q"}
-    return render.search_result(await store.search(grant, _string(args, "q"), **query))
+    page = await store.search(grant, _string(args, "q"), **query)
+    titles = {_hit_ref(hit).id: await _title(store, grant, hit) for hit in page.hits}
+    return render.search_result(page, titles, _BASE_URL.get())
+
+
+def _hit_ref(hit: Any) -> RecordRef:
+    return RecordRef(hit.connection_id, hit.stream, hit.record_id)
+
+
+async def _title(store: AsyncStore, grant: Grant, hit: Any) -> str | None:
+    """A hit's record card title (rule 4), or None."""
+    matched = [excerpt.field_path for excerpt in hit.excerpts]
+    try:
+        view = await store.read_record(grant, _hit_ref(hit), fields=matched[:1] or None)
+    except StoreError:
+        return None
+    return render.card_title(None if view.card is None else view.card.to_dict())
 
 
 async def schema(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
@@ -211,8 +244,24 @@ def _grant_of(source: GrantSource, ctx: ServerRequestContext[Any, Any]) -> Grant
     return source if isinstance(source, Grant) else source(ctx.request)
 
 
+def _base_url_of(source: PublicUrlSource, ctx: ServerRequestContext[Any, Any]) -> str | None:
+    return source(ctx.request) if callable(source) else source
+
+
+INSTRUCTIONS = (
+    "Personal data under a grant. Start with search (or schema), read the evidence with "
+    "read_record_field, and follow each answer's 'next' call. search's structured results "
+    "also list {id, title, url} and fetch(id) answers {id, title, text, url, metadata}, "
+    "its text bounded (long fields continue with read_record_field)."
+)
+
+
 def create_server(
-    store: AsyncStore, grant: GrantSource, *, name: str = "pdpp-store"
+    store: AsyncStore,
+    grant: GrantSource,
+    *,
+    name: str = "pdpp-store",
+    public_url: PublicUrlSource = None,
 ) -> Server[Any]:
     """The MCP server over `store`, answering under `grant` (see the module's rules)."""
 
@@ -228,7 +277,11 @@ def create_server(
             handler = HANDLERS.get(params.name)
             if handler is None:
                 raise _invalid("name", f"unknown tool {params.name!r}")
-            return await handler(store, _grant_of(grant, ctx), params.arguments or {})
+            base = _BASE_URL.set(_base_url_of(public_url, ctx))
+            try:
+                return await handler(store, _grant_of(grant, ctx), params.arguments or {})
+            finally:
+                _BASE_URL.reset(base)
         except StoreError as error:
             return render.error_result(error)
         except Exception as error:  # rule 3: never an exception's text

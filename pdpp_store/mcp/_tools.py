@@ -9,6 +9,10 @@ Rules:
 2. Every tool is read-only and idempotent (annotations), and no tool has an open world.
 3. Descriptions tell an agent the ladder (search, evidence, window, continuation) in a few lines;
    the whole `tools/list` answer stays under `TOOLS_LIST_BUDGET_BYTES`.
+4. `search` and `fetch` publish output schemas for what ChatGPT-style hosts read (docs/contract.md
+   §14): `search`'s `results: [{id, title, url}]`, `fetch`'s `{id, title, text, url, metadata}`.
+   Each names only those keys and leaves the rest of the object open: the ladder's own keys
+   (the search page, the record page or window) ride beside them.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ import mcp_types as types
 from ._inputs import TOOL_INPUTS
 
 __all__ = [
+    "FETCH_OUTPUT",
     "READ_RECORD_FIELD_INPUT",
     "READ_RECORD_FIELD_OUTPUT",
     "RESOURCE_TEMPLATES",
+    "SEARCH_OUTPUT",
     "TOOLS",
     "TOOLS_LIST_BUDGET_BYTES",
 ]
@@ -98,6 +104,33 @@ READ_RECORD_FIELD_OUTPUT: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+SEARCH_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "required": ["results"],
+    "properties": {
+        "results": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "title", "url"],
+                "properties": {"id": _STRING, "title": _STRING, "url": _STRING},
+            },
+        },
+    },
+}
+
+FETCH_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "title", "text", "url", "metadata"],
+    "properties": {
+        "id": _STRING,
+        "title": _STRING,
+        "text": _STRING,
+        "url": _STRING,
+        "metadata": {"type": "object"},
+    },
+}
+
 _LADDER = (
     "Every answer starts with a one-line JSON header; 'next'/'read' give the exact tool call "
     "that continues (tool and arguments): make it to read more."
@@ -114,8 +147,9 @@ TOOLS: list[types.Tool] = [
         description="Find records whose searchable granted fields contain every term. Each hit "
         "shows proven evidence: the matched field, the match's offsets, a short preview, and the "
         "read_record_field call that reads around it. A hit marked metadata_only has no proven "
-        "text match. " + _LADDER,
+        "text match. Structured results also list {id, title, url} per hit. " + _LADDER,
         input_schema=TOOL_INPUTS["search"],
+        output_schema=SEARCH_OUTPUT,
         annotations=_ANNOTATIONS,
     ),
     types.Tool(
@@ -123,8 +157,10 @@ TOOLS: list[types.Tool] = [
         title="Fetch one record",
         description="One record by id: its granted fields, short ones whole, long text as a "
         "preview with the read_record_field call that continues it, binary fields as metadata "
-        "only. Also accepts pdpp://record/, pdpp://field-window/ and pdpp://blob/ URIs. " + _LADDER,
+        "only. Also accepts pdpp://record/, pdpp://field-window/ and pdpp://blob/ URIs. "
+        "Structured: {id, title, text, url, metadata}, text bounded. " + _LADDER,
         input_schema=TOOL_INPUTS["fetch"],
+        output_schema=FETCH_OUTPUT,
         annotations=_ANNOTATIONS,
     ),
     types.Tool(

@@ -22,6 +22,7 @@ Rules:
 """
 
 import contextlib
+import copy
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -43,7 +44,7 @@ from ._deps import GrantOf
 from ._errors import install_error_handlers
 from ._params import Params
 from ._routes import router as v1
-from ._schemas import COMPONENTS, HEADERS
+from ._schemas import COMPONENTS, HEADERS, error_responses, finish_document
 
 __all__ = ["create_app"]
 
@@ -92,6 +93,9 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+LICENSE = {"name": "Apache-2.0", "identifier": "Apache-2.0"}
+"""The project's license, as the document's `info.license` says it."""
+
 SERVERS = [{"url": "/", "description": "The server this document was read from."}]
 """The document's `servers`: relative, so it holds behind any address or proxy prefix."""
 
@@ -105,6 +109,7 @@ def _openapi_without_422(app: FastAPI) -> Callable[[], dict[str, Any]]:
                 description=app.description,
                 routes=app.routes,
                 servers=SERVERS,
+                license_info=LICENSE,
             )
             for path in document.get("paths", {}).values():
                 for operation in path.values():
@@ -119,8 +124,8 @@ def _openapi_without_422(app: FastAPI) -> Callable[[], dict[str, Any]]:
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
             for name in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(name, None)
-            schemas.update(COMPONENTS)
-            app.openapi_schema = document
+            schemas.update(copy.deepcopy(COMPONENTS))
+            app.openapi_schema = finish_document(document)
         return app.openapi_schema
 
     return openapi
@@ -166,7 +171,14 @@ def create_app(
     install_error_handlers(app)
     app.include_router(v1)
     for path, endpoint, summary in _DISCOVERY:
-        app.add_api_route(path, endpoint, methods=["GET"], tags=["discovery"], summary=summary)
+        app.add_api_route(
+            path,
+            endpoint,
+            methods=["GET"],
+            tags=["discovery"],
+            summary=summary,
+            responses=error_responses(400),  # a query parameter it does not take
+        )
         app.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)  # rule 4
 
     if mcp_app is not None:
