@@ -39,7 +39,7 @@ from pdpp_store._core.cursor import (
 )
 from pdpp_store._core.errors import BadRequest, Forbidden, Gone, NotFound
 from pdpp_store._core.fields import FieldKind
-from pdpp_store._core.filters import Filter, parse_filter
+from pdpp_store._core.filters import Clause, Equals, Filter, Has, OneOf, parse_filter
 from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import RecordRef, validate_field_path, validate_safe_name
 from pdpp_store._core.manifest import StreamSpec
@@ -189,6 +189,25 @@ def _row(
     return RecordRow(card, tuple(previews)), ROW_BUDGET_CHARS - budget
 
 
+DRIVE_CAP = 2000
+"""A filter's equality (`eq`, `in`, `has`) leads a page when at most this many visible records
+match it: those are read by its value index and sorted, instead of the order field's index
+being walked with every record re-checked (costly when matches are rare)."""
+
+
+def _driving_clause(
+    stream_grant: StreamGrant, parsed: Filter, connections: list[str]
+) -> Op[Clause | None]:
+    """The first equality clause of the filter that few visible records match, if any."""
+    for clause in parsed.clauses:
+        if isinstance(clause, Equals | OneOf | Has):
+            found = query_sql.match_count(
+                (yield query_sql.few_matches(stream_grant, connections, clause, DRIVE_CAP))
+            )
+            return clause if found < DRIVE_CAP else None
+    return None
+
+
 def _listed(
     stream_grant: StreamGrant,
     parsed: Filter,
@@ -217,13 +236,16 @@ def _listed(
             )
         )
     listed: list[query_sql.PageRow] = []
+    scope = [connection_id] if connection_id is not None else connections
     if after is None or after[0] is not None:
+        drive = yield from _driving_clause(stream_grant, parsed, scope)
         listed = query_sql.page_rows(
             (
                 yield query_sql.valued_page(
                     stream_grant,
                     parsed,
-                    connections=[connection_id] if connection_id is not None else connections,
+                    drive=drive,
+                    connections=scope,
                     order_field=order_field,
                     order_kind=order_kind,
                     direction=direction,
@@ -406,7 +428,14 @@ def query_records(
     total: int | None = None
     if counting:
         total = query_sql.match_count(
-            (yield query_sql.record_count(stream_grant, parsed, connection_id=connection_id))
+            (
+                yield query_sql.record_count(
+                    stream_grant,
+                    parsed,
+                    connection_id=connection_id,
+                    connections=[connection_id] if connection_id is not None else sorted(spec_of),
+                )
+            )
         )
     arguments: dict[str, Any] = {"stream": stream, "order": direction, "limit": size}
     if connection_id is not None:

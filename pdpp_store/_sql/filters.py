@@ -46,7 +46,7 @@ from pdpp_store._core.filters import (
 from .dialects import exact_numeric
 from .tables import field_values
 
-__all__ = ["filter_condition"]
+__all__ = ["clause_rows", "filter_condition"]
 
 
 def _kind(fv: Any, name: str) -> ColumnElement[bool]:
@@ -109,14 +109,12 @@ def _range(clause: Range, fv: Any) -> ColumnElement[bool]:
     return and_(kind, *(_bound(bound, fv) for bound in clause.bounds))
 
 
-def _clause(number: int, clause: Clause, table: Any) -> ColumnElement[bool]:
-    fv = field_values.alias(f"filter_{number}")
-    same = and_(
-        fv.c.connection_id == table.c.connection_id,
-        fv.c.stream == table.c.stream,
-        fv.c.record_id == table.c.record_id,
-        fv.c.path == clause.field,
-    )
+def clause_rows(clause: Clause, fv: Any) -> ColumnElement[bool]:
+    """The rows of `fv` (`field_values` or an alias) that satisfy `clause` for their record:
+    its field, and the element and value conditions of Rules 2-3. A record matches the clause
+    exactly when one of its rows does, and at most one does (a field has one own value, and an
+    array's comparable elements are distinct), so a statement may join these rows to drive by
+    the value index without repeating a record."""
     if isinstance(clause, Equals):
         body = and_(fv.c.element == 0, _equals((clause.value,), fv))
     elif isinstance(clause, OneOf):
@@ -125,6 +123,17 @@ def _clause(number: int, clause: Clause, table: Any) -> ColumnElement[bool]:
         body = and_(fv.c.element > 0, _equals((clause.value,), fv))
     else:
         body = and_(fv.c.element == 0, _range(clause, fv))
+    return and_(fv.c.path == clause.field, body)
+
+
+def _clause(number: int, clause: Clause, table: Any) -> ColumnElement[bool]:
+    fv = field_values.alias(f"filter_{number}")
+    same = and_(
+        fv.c.connection_id == table.c.connection_id,
+        fv.c.stream == table.c.stream,
+        fv.c.record_id == table.c.record_id,
+    )
+    body = clause_rows(clause, fv)
     return exists(select(literal_column("1")).select_from(fv).where(same, body).correlate(table))
 
 

@@ -44,12 +44,12 @@ from sqlalchemy import (
     tuple_,
 )
 
-from pdpp_store._core.filters import Filter, Range
+from pdpp_store._core.filters import Clause, Equals, Filter, Has, OneOf, Range
 from pdpp_store._core.grants import StreamGrant
 
 from . import visibility
 from .dialects import BoundColumns, Capabilities, bound_rows, exact_numeric
-from .filters import filter_condition
+from .filters import clause_rows, filter_condition
 from .reads import FIELD_META, field_info
 from .requests import Execute, Rows
 from .tables import change_counters, field_chunks, field_values, fields, records
@@ -62,6 +62,7 @@ __all__ = [
     "change_rows",
     "changes_page",
     "counter_tops",
+    "few_matches",
     "key_page",
     "match_count",
     "missing_page",
@@ -165,6 +166,7 @@ def valued_page(
     direction: Direction,
     after: PageKey | None,
     limit: int,
+    drive: Clause | None = None,
 ) -> Execute:
     """The next `limit` visible records matching `filter` that have an order value, in the
     page's order (Rule 3), decoded by `page_rows`. The statement is driven by the order field's
@@ -173,12 +175,23 @@ def valued_page(
     order, a page after the cursor being a range of it."""
     value = _order_value(order_kind)
     scope, params = _scope(grant, None)
+    rest = filter if drive is None else Filter(tuple(c for c in filter.clauses if c != drive))
     conditions = [
         _order_row(order_field, order_kind),
         _ORDER.c.stream == grant.name,
         scope,
-        filter_condition(filter, records),
+        filter_condition(rest, records),
     ]
+    source: Any = _ORDER.join(records, same_record(_ORDER, records))
+    if drive is not None:  # a clause few visible records match: its value index leads
+        conditions += [
+            clause_rows(drive, _DRIVE),
+            _DRIVE.c.stream == grant.name,
+            _DRIVE.c.connection_id.in_(list(connections)),
+        ]
+        source = _DRIVE.join(records, same_record(_DRIVE, records)).join(
+            _ORDER, same_record(_ORDER, records)
+        )
     if len(connections) == 1:
         conditions.append(_ORDER.c.connection_id == connections[0])
         keys = [value, _ORDER.c.record_id]
@@ -192,12 +205,38 @@ def valued_page(
     conditions += _order_range(filter, order_field, order_kind, value)
     statement = (
         select(records.c.connection_id, records.c.record_id, value.label("v"))
-        .select_from(_ORDER.join(records, same_record(_ORDER, records)))
+        .select_from(source)
         .where(*conditions)
         .order_by(*_ordered(keys, direction))
         .limit(bindparam("q_limit", limit, type_=Integer))
     )
     return Execute(statement, params)
+
+
+_DRIVE = field_values.alias("drive")
+"""The rows of the clause that leads a page driven by its value index (`valued_page`)."""
+
+
+def few_matches(
+    grant: StreamGrant, connections: Sequence[str], clause: Clause, cap: int
+) -> Execute:
+    """How many visible records of `connections` match `clause`, counted no further than `cap`
+    (decoded by `match_count`): whether a page should be driven by the clause's value index.
+    Only visible records count, so the plan chosen depends on nothing the grant hides."""
+    scope, params = _scope(grant, None)
+    matching = (
+        select(literal_column("1").label("one"))
+        .select_from(_DRIVE.join(records, same_record(_DRIVE, records)))
+        .where(
+            _DRIVE.c.connection_id.in_(list(connections)),
+            _DRIVE.c.stream == grant.name,
+            clause_rows(clause, _DRIVE),
+            scope,
+        )
+        .limit(cap)
+        .subquery("matching")
+    )
+    return Execute(select(func.count().label("n")).select_from(matching), params)
 
 
 def _order_range(
@@ -283,13 +322,37 @@ def page_rows(rows: Rows | None) -> list[PageRow]:
     ]
 
 
-def record_count(grant: StreamGrant, filter: Filter, *, connection_id: str | None) -> Execute:
-    """How many visible records match `filter` (decoded by `match_count`)."""
+def record_count(
+    grant: StreamGrant,
+    filter: Filter,
+    *,
+    connection_id: str | None,
+    connections: Sequence[str] = (),
+) -> Execute:
+    """How many visible records match `filter` (decoded by `match_count`). With an equality
+    clause (`eq`, `in`, `has`), the count is driven by that clause's rows in its value index
+    (`clause_rows`: at most one per record), the rest of the filter and the visibility checked
+    per match, instead of every visible record being checked against the filter."""
     scope, params = _scope(grant, connection_id)
+    drive = next((c for c in filter.clauses if isinstance(c, Equals | OneOf | Has)), None)
+    if drive is None or not connections:
+        statement = (
+            select(func.count().label("n"))
+            .select_from(records)
+            .where(scope, filter_condition(filter, records))
+        )
+        return Execute(statement, params)
+    rest = Filter(tuple(c for c in filter.clauses if c != drive))
     statement = (
         select(func.count().label("n"))
-        .select_from(records)
-        .where(scope, filter_condition(filter, records))
+        .select_from(_DRIVE.join(records, same_record(_DRIVE, records)))
+        .where(
+            _DRIVE.c.connection_id.in_(list(connections)),
+            _DRIVE.c.stream == grant.name,
+            clause_rows(drive, _DRIVE),
+            scope,
+            filter_condition(rest, records),
+        )
     )
     return Execute(statement, params)
 

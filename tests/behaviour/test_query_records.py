@@ -27,6 +27,7 @@ from pdpp_store._core.errors import Gone
 from pdpp_store._core.filters import comparable, matches, parse_filter
 from pdpp_store._core.grants import normalize_instant
 from pdpp_store._core.manifest import Manifest
+from pdpp_store._ops import query as query_ops
 from pdpp_store._runtime import sync_url
 
 _RUN = itertools.count()
@@ -437,3 +438,40 @@ def test_a_bookmark_past_the_kept_history_is_cursor_expired(db_url: str) -> None
             410,
         )
         assert store.query_records(grant, STREAM, changes_since="beginning").rows
+
+
+@pytest.mark.parametrize("cap", [0, 2000], ids=["walk-the-order-index", "lead-by-the-filter"])
+def test_both_plans_of_an_equality_filter_list_the_same_pages(
+    store: StoreFront, monkeypatch: pytest.MonkeyPatch, cap: int
+) -> None:
+    """An equality that few records match leads the page through its value index; one that
+    many match is re-checked along the order field's index (`_ops.query.DRIVE_CAP`). Both give
+    the oracle's pages, in both orders, across connections and pages."""
+    monkeypatch.setattr(query_ops, "DRIVE_CAP", cap)
+    store.register_manifest(VALUES_MANIFEST)
+    live: dict[tuple[str, str], dict[str, Any]] = {}
+    for conn in ("p1", "p2"):
+        store.add_connection(conn, CONNECTOR)
+        records: list[dict[str, Any]] = [
+            {
+                "id": f"r{n:02d}",
+                "title": "Alice" if n % 3 else "bob",
+                "tags": ["a", n % 2],
+                **({"when": WHENS[n % len(WHENS)]} if n % 4 else {}),
+            }
+            for n in range(20)
+        ]
+        store.upsert_records(conn, STREAM, records)
+        live.update({(conn, r["id"]): r for r in records})
+    grant_json = {"grant_id": "both", "streams": [{"name": STREAM, "instance_ids": ["p1", "p2"]}]}
+    grant = Grant.from_dict(grant_json)
+    oracle = _Oracle(grant_json)
+    for raw in ({"title": "ALICE"}, {"title": {"in": ["bob", "x"]}}, {"tags": {"has": 1}}):
+        parsed = parse_filter(raw, SPEC, grant.stream(STREAM))
+        for direction in ("desc", "asc"):
+            rows, _ = _walk(store, grant, filter=raw, order=direction, limit=3)
+            assert [row["id"] for row in rows] == oracle.ordered(live, parsed, direction)[0]
+        one, _ = _walk(store, grant, filter=raw, connection_id="p2", limit=4)
+        assert [row["id"] for row in one] == [
+            name for name in oracle.ordered(live, parsed, "desc")[0] if name.startswith("p2/")
+        ]
