@@ -140,6 +140,7 @@ class _StoreCore:
         *,
         streams: Sequence[str] | None,
         connection_id: str | None,
+        order: str,
         limit: int,
         cursor: str | None,
     ) -> Op[SearchPage]:
@@ -149,6 +150,7 @@ class _StoreCore:
             q,
             streams=streams,
             connection_id=connection_id,
+            order=order,
             limit=limit,
             cursor=cursor,
         )
@@ -336,13 +338,20 @@ class Store(_StoreCore):
         *,
         streams: Sequence[str] | None = None,
         connection_id: str | None = None,
+        order: str = "relevance",
         limit: int = 10,
         cursor: str | None = None,
     ) -> SearchPage:
         return self._run(
             SEARCH,
             self._op_search(
-                grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
+                grant,
+                q,
+                streams=streams,
+                connection_id=connection_id,
+                order=order,
+                limit=limit,
+                cursor=cursor,
             ),
         )
 
@@ -533,13 +542,20 @@ class AsyncStore(_StoreCore):
         *,
         streams: Sequence[str] | None = None,
         connection_id: str | None = None,
+        order: str = "relevance",
         limit: int = 10,
         cursor: str | None = None,
     ) -> SearchPage:
         return await self._run(
             SEARCH,
             self._op_search(
-                grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
+                grant,
+                q,
+                streams=streams,
+                connection_id=connection_id,
+                order=order,
+                limit=limit,
+                cursor=cursor,
             ),
         )
 

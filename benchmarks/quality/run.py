@@ -35,6 +35,8 @@ CONNECTION = "quality_mail"
 GMAIL = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "manifests" / "gmail.json"
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 POSTGRES_DATABASE = "pdpp_quality_bench"
+START = "<!-- search-quality:start -->"
+END = "<!-- search-quality:end -->"
 
 
 @dataclass
@@ -142,6 +144,32 @@ def table(scores: dict[str, Score]) -> str:
     return "\n".join(lines)
 
 
+def _write_block(path: Path, messages: int, queries: int, seed: int, rows: str) -> None:
+    """Rewrite the block between `START` and `END` in `path` (added at the end if absent)."""
+    block = "\n".join(
+        [
+            START,
+            "## Search quality: known-item queries on a real mailbox (issue 22)",
+            "",
+            f"`python -m benchmarks.quality --out docs/benchmarks.md`: {messages} messages of the"
+            " SpamAssassin public corpus (benchmarks/quality/corpus.py: source, licence,"
+            f" checksum) under the gmail manifest, {queries} seeded known-item queries (seed"
+            f" {seed}; subject words, body words, sender plus topic, quoted phrases in equal"
+            " shares), first page of 10. A query succeeds when the wanted message (either of"
+            " its `messages` and `message_bodies` records) is on the page.",
+            "",
+            rows,
+            END,
+        ]
+    )
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    if START in old and END in old:
+        new = old[: old.index(START)] + block + old[old.index(END) + len(END) :]
+    else:
+        new = old.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(new, encoding="utf-8")
+
+
 def main(
     argv: Sequence[str] | None = None, mails: Sequence[Mail] | None = None
 ) -> dict[str, Score]:
@@ -153,6 +181,7 @@ def main(
         "--postgres", default=POSTGRES_ADMIN, help="libpq URI of a maintenance database"
     )
     parser.add_argument("--database", default=POSTGRES_DATABASE, help="dropped and made anew")
+    parser.add_argument("--out", type=Path, help="a report whose search quality block to rewrite")
     args = parser.parse_args(argv)
     started = time.monotonic()
     corpus = list(mails) if mails is not None else load_corpus()
@@ -170,5 +199,7 @@ def main(
                 if closing is not None:
                     closing()
     print(table(scores))
+    if args.out is not None:
+        _write_block(args.out, len(corpus), len(queries), args.seed, table(scores))
     print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
     return scores

@@ -100,6 +100,8 @@ class SearchHit:
     stream: str
     record_id: str
     excerpts: tuple[MatchExcerpt, ...]
+    score: float | None = None
+    """The relevance score (docs/contract.md §9, "Order"; `_core.relevance`)."""
 
     JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
         "SearchHit",
@@ -112,6 +114,7 @@ class SearchHit:
             "matched_fields": {"type": "array", "items": {"type": "string"}},
             "snippet": {"type": "string"},
             "evidence_excerpts": {"type": "array", "items": embedded(MatchExcerpt.JSON_SCHEMA)},
+            "score": {"type": "number"},
         },
         [
             "object",
@@ -134,7 +137,7 @@ class SearchHit:
         return (self.connection_id, self.stream, self.record_id)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        answer: dict[str, Any] = {
             "object": "search_result",
             "id": self.id,
             "stream": self.stream,
@@ -144,6 +147,9 @@ class SearchHit:
             "snippet": self.excerpts[0].preview_text if self.excerpts else "",
             "evidence_excerpts": [excerpt.to_dict() for excerpt in self.excerpts],
         }
+        if self.score is not None:
+            answer["score"] = self.score
+        return answer
 
 
 @dataclass(frozen=True, slots=True)
