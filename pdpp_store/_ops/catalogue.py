@@ -174,6 +174,7 @@ SEARCH = Operation(
         _required("q", "string"),
         _optional("streams", "strings"),
         _CONNECTION,
+        _optional("order", "string"),
         _optional("limit", "integer"),
         _optional("cursor", "string"),
     ),

@@ -313,6 +313,7 @@ def _ranked(  # noqa: PLR0917 - what the order reads
     for key in keys:
         fields = [texts[t] for t in ((*key, p) for p in paths_of.get(key[:2], ())) if t in texts]
         entries.append((relevance.score(needles, fields), instants.get(key), *key))
+
     def compare(left: Position, right: Position) -> int:
         return _compare(left, right, ordering)
 

@@ -297,6 +297,7 @@ def search_text(page: Mapping[str, Any], call: CallFormatter) -> str:
             line = {
                 "evidence": excerpt["preview_text"],
                 "id": hit["id"],
+                "score": hit.get("score"),
                 "field_path": excerpt["field_path"],
                 "match": [excerpt["match_start_chars"], excerpt["match_end_chars"]],
                 "range": [excerpt["start_chars"], excerpt["end_chars"]],

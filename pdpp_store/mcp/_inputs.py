@@ -73,6 +73,11 @@ _TOOLS: dict[str, ToolInput] = {
             },
             "streams": {"description": "Only these streams."},
             "connection_id": {"description": "Only this connection."},
+            "order": {
+                "enum": ["relevance", "desc", "asc"],
+                "description": "relevance (default: best score first, ties newest first), "
+                "desc (newest first) or asc (oldest first).",
+            },
             "limit": {"minimum": 1, "maximum": 50},
             "cursor": {"description": "next_cursor of the previous page."},
         },

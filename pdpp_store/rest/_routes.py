@@ -175,6 +175,12 @@ SEARCH_PARAMS = Params(
     ),
     Param("streams", list, "Only these streams: repeat the parameter, or separate with commas."),
     Param("connection_id", str, "Only this connection."),
+    Param(
+        "order",
+        str,
+        "relevance (default: by score, ties newest first), desc (newest first) or asc.",
+        bounds={"enum": ["relevance", "desc", "asc"]},
+    ),
     Param("limit", int, "Hits per page (default 10).", bounds={"minimum": 1, "maximum": 50}),
     Param("cursor", str, "The next_cursor of the previous page."),
 )
@@ -392,6 +398,7 @@ async def search(request: Request, store: StoreDep, grant: GrantDep) -> Response
         args["q"],
         streams=names,
         connection_id=args["connection_id"],
+        order="relevance" if args["order"] is None else args["order"],
         limit=10 if args["limit"] is None else args["limit"],
         cursor=args["cursor"],
     )
