@@ -36,6 +36,7 @@ from ._core.identity import (
 from ._core.manifest import Manifest
 from ._core.selector import SelectorArgs
 from ._opening import DEFAULT_BATCH_SIZE, Opening, opened_async, opened_sync
+from ._ops import query as _query
 from ._ops import reads as _reads
 from ._ops import search as _search
 from ._ops import writes as _ingest
@@ -46,6 +47,7 @@ from ._ops.catalogue import (
     DESCRIBE_FIELD,
     DESCRIBE_GRANT,
     PUT_BLOB,
+    QUERY_RECORDS,
     READ_BLOB_RANGE,
     READ_FIELD_WINDOW,
     READ_RECORD,
@@ -77,6 +79,7 @@ from .evidence import (
     FieldInfo,
     FieldWindow,
     GrantSchema,
+    RecordPage,
     RecordView,
     SearchPage,
     UpsertResult,
@@ -86,6 +89,7 @@ __all__ = ["AsyncStore", "Store"]
 
 T = TypeVar("T")
 RecordInput = RecordRef | UnscopedRecordRef | str
+FilterInput = Mapping[str, Any] | str | None
 
 
 def _check_grace(older_than: object) -> timedelta:
@@ -153,6 +157,34 @@ class _StoreCore:
             order=order,
             limit=limit,
             cursor=cursor,
+        )
+
+    def _op_query_records(
+        self,
+        grant: Grant,
+        stream: str,
+        *,
+        connection_id: str | None,
+        filter: FilterInput,
+        order: str,
+        fields: Sequence[str] | None,
+        limit: int,
+        cursor: str | None,
+        count: str,
+        changes_since: str | None,
+    ) -> Op[RecordPage]:
+        return _query.query_records(
+            self._ctx,
+            grant,
+            stream,
+            connection_id=connection_id,
+            filter=filter,
+            order=order,
+            fields=fields,
+            limit=limit,
+            cursor=cursor,
+            count=count,
+            changes_since=changes_since,
         )
 
     def _op_rotate_cursor_key(self) -> Op[None]:
@@ -358,6 +390,41 @@ class Store(_StoreCore):
     def describe_grant(self, grant: Grant) -> GrantSchema:
         return self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
 
+    def query_records(
+        self,
+        grant: Grant,
+        stream: str,
+        *,
+        connection_id: str | None = None,
+        filter: FilterInput = None,
+        order: str = "desc",
+        fields: Sequence[str] | None = None,
+        limit: int = 25,
+        cursor: str | None = None,
+        count: str = "none",
+        changes_since: str | None = None,
+    ) -> RecordPage:
+        """A page of the stream's visible records (docs/contract.md §11.2): filtered (`filter`, an
+        object or its JSON text), ordered by the stream's order field (`order` "desc" or "asc";
+        key order when the grant does not cover it), projected (`fields`), `limit` 1..100, with
+        the signed `cursor` of the previous page, `count="exact"`, or the changes since a
+        bookmark (`changes_since`: "beginning" or a page's `next_changes_since`)."""
+        return self._run(
+            QUERY_RECORDS,
+            self._op_query_records(
+                grant,
+                stream,
+                connection_id=connection_id,
+                filter=filter,
+                order=order,
+                fields=fields,
+                limit=limit,
+                cursor=cursor,
+                count=count,
+                changes_since=changes_since,
+            ),
+        )
+
     def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
@@ -561,6 +628,37 @@ class AsyncStore(_StoreCore):
 
     async def describe_grant(self, grant: Grant) -> GrantSchema:
         return await self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
+
+    async def query_records(
+        self,
+        grant: Grant,
+        stream: str,
+        *,
+        connection_id: str | None = None,
+        filter: FilterInput = None,
+        order: str = "desc",
+        fields: Sequence[str] | None = None,
+        limit: int = 25,
+        cursor: str | None = None,
+        count: str = "none",
+        changes_since: str | None = None,
+    ) -> RecordPage:
+        """As `Store.query_records`."""
+        return await self._run(
+            QUERY_RECORDS,
+            self._op_query_records(
+                grant,
+                stream,
+                connection_id=connection_id,
+                filter=filter,
+                order=order,
+                fields=fields,
+                limit=limit,
+                cursor=cursor,
+                count=count,
+                changes_since=changes_since,
+            ),
+        )
 
     async def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None

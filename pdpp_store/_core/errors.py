@@ -35,6 +35,7 @@ __all__ = [
     "BadRequest",
     "Conflict",
     "Forbidden",
+    "Gone",
     "NotFound",
     "StoreError",
     "Unavailable",
@@ -112,6 +113,13 @@ class NotFound(StoreError):
 class Conflict(StoreError):
     http_status = 409
     error_type = "conflict_error"
+
+
+class Gone(StoreError):
+    """What the request names is no longer kept (a changes bookmark older than the history)."""
+
+    http_status = 410
+    error_type = "gone_error"
 
 
 class Unprocessable(StoreError):

@@ -25,6 +25,7 @@ from .continuation import Continuation
 from .error import ERROR_SCHEMA
 from .field import FieldInfo
 from .grant_schema import FieldSchema, GrantSchema, StreamSchema
+from .page import PageOrder, RecordPage, RecordRow, RecordTombstone
 from .record import FieldPreview, RecordView
 from .search import MatchExcerpt, SearchHit, SearchPage
 from .upsert import UpsertResult
@@ -43,7 +44,11 @@ __all__ = [
     "FieldWindow",
     "GrantSchema",
     "MatchExcerpt",
+    "PageOrder",
     "RecordCard",
+    "RecordPage",
+    "RecordRow",
+    "RecordTombstone",
     "RecordView",
     "SearchHit",
     "SearchPage",
@@ -69,6 +74,10 @@ CARDS: tuple[type[Any], ...] = (
     FieldSchema,
     StreamSchema,
     GrantSchema,
+    PageOrder,
+    RecordRow,
+    RecordTombstone,
+    RecordPage,
 )
 """Every card class; each has `to_dict()` and `JSON_SCHEMA`."""
 

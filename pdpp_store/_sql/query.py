@@ -1,0 +1,455 @@
+"""`query_records` statements (docs/contract.md §11.2): a page of a stream's visible records in
+order, their count, a page of changes, and the projected fields of a page's records.
+
+Rules:
+1. Every statement carries the stream grant's visibility condition
+   (`visibility.visible_records`) on `records`, so a hidden record gives no row at all; a changes
+   page takes the same condition without its `deleted` term (`with_deleted`), a deleted record
+   giving a tombstone exactly where it would be visible were it not deleted.
+2. A filter is `filters.filter_condition`, beside the visibility condition, on the same rows.
+3. A page in field order joins each record's order value: the `field_values` row (element 0) of
+   the order field, its `instant` where the order field holds date-times (`OrderKind`
+   `instant`), else its `num`; a record without one sorts after every record with one. Rows go
+   in the page's direction by (value, connection_id, record_id), keyset pages strictly after
+   the cursor's tuple: a page never skips or repeats a record while the data does not change.
+4. A page in key order is the same without the value. A changes page goes by
+   (connection_id, change_seq) ascending, strictly after the bookmark's position per
+   connection (a connection the bookmark does not name: from the beginning).
+5. The projected fields are read only for the page's keys and only for the granted paths chosen
+   in Python before the statement is built; text-like values come as their first
+   `preview_chars` code points (one chunk at most).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache, partial
+from typing import Any, Literal
+
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    exists,
+    func,
+    literal_column,
+    or_,
+    select,
+    true,
+    tuple_,
+)
+
+from pdpp_store._core.filters import Filter, Range
+from pdpp_store._core.grants import StreamGrant
+
+from . import visibility
+from .dialects import BoundColumns, Capabilities, bound_rows, exact_numeric
+from .filters import filter_condition
+from .reads import FIELD_META, field_info
+from .requests import Execute, Rows
+from .tables import change_counters, field_chunks, field_values, fields, records
+from .visibility import GrantShape, grant_terms, in_ids, kind_in, same_record
+
+__all__ = [
+    "ChangeRow",
+    "OrderKind",
+    "PageRow",
+    "change_rows",
+    "changes_page",
+    "counter_tops",
+    "key_page",
+    "match_count",
+    "missing_page",
+    "page_rows",
+    "record_count",
+    "row_fields",
+    "row_previews",
+    "tops",
+    "valued_page",
+]
+
+OrderKind = Literal["instant", "number"]
+Direction = Literal["asc", "desc"]
+OrderValue = str | int | float | None
+PageKey = tuple[OrderValue, str, str]
+"""A position in a page's order: (order value or None, connection_id, record_id)."""
+
+
+def _scope(
+    grant: StreamGrant, connection_id: str | None
+) -> tuple[ColumnElement[bool], dict[str, Any]]:
+    shape, terms = grant_terms(grant)
+    condition = visibility.visible_records(shape)
+    if connection_id is not None:
+        condition = and_(condition, records.c.connection_id == connection_id)
+    return condition, dict(terms)
+
+
+_ORDER = field_values.alias("order_value")
+"""The order field's `field_values` row of each listed record."""
+
+
+def _order_value(kind: OrderKind) -> ColumnElement[Any]:
+    return _ORDER.c.instant if kind == "instant" else _ORDER.c.num
+
+
+def _value(value: OrderValue, kind: OrderKind) -> Any:
+    return exact_numeric(value) if kind == "number" and value is not None else value  # type: ignore[arg-type]
+
+
+def _ordered(columns: Sequence[ColumnElement[Any]], direction: Direction) -> list[Any]:
+    return [column.desc() if direction == "desc" else column.asc() for column in columns]
+
+
+def _beyond(
+    columns: Sequence[ColumnElement[Any]], values: Sequence[Any], direction: Direction
+) -> ColumnElement[bool]:
+    """Rows strictly after `values` over `columns` in `direction`, as one row-value comparison
+    (which both databases can use as an index range when the columns follow the index)."""
+    left, right = tuple_(*columns), tuple_(*values)
+    return left < right if direction == "desc" else left > right
+
+
+def key_page(
+    grant: StreamGrant,
+    filter: Filter,
+    *,
+    connection_id: str | None,
+    direction: Direction,
+    after: tuple[str, str] | None,
+    limit: int,
+) -> Execute:
+    """The next `limit` visible records matching `filter` in key order (Rule 4), decoded by
+    `page_rows` (no order value)."""
+    scope, params = _scope(grant, connection_id)
+    keys = [records.c.connection_id, records.c.record_id]
+    conditions = [scope, filter_condition(filter, records)]
+    if after is not None:
+        conditions.append(_beyond(keys, after, direction))
+    statement = (
+        select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
+        .where(*conditions)
+        .order_by(*_ordered(keys, direction))
+        .limit(bindparam("q_limit", limit, type_=Integer))
+    )
+    return Execute(statement, params)
+
+
+def _order_row(order_field: str, order_kind: OrderKind) -> ColumnElement[bool]:
+    """`_ORDER` is the order field's comparable row of its kind for the record of `records`."""
+    kind_ok = (
+        and_(_ORDER.c.kind == literal_column("'string'"), _ORDER.c.instant.is_not(None))
+        if order_kind == "instant"
+        else _ORDER.c.kind == literal_column("'number'")
+    )
+    return and_(
+        same_record(_ORDER, records),
+        _ORDER.c.path == order_field,
+        _ORDER.c.element == 0,
+        kind_ok,
+    )
+
+
+def valued_page(
+    grant: StreamGrant,
+    filter: Filter,
+    *,
+    connections: Sequence[str],
+    order_field: str,
+    order_kind: OrderKind,
+    direction: Direction,
+    after: PageKey | None,
+    limit: int,
+) -> Execute:
+    """The next `limit` visible records matching `filter` that have an order value, in the
+    page's order (Rule 3), decoded by `page_rows`. The statement is driven by the order field's
+    value index (`ix_field_values_instant` or `_num`): `connections` are the covered
+    connections declaring the stream, and with one of them the rows come in the index's own
+    order, a page after the cursor being a range of it."""
+    value = _order_value(order_kind)
+    scope, params = _scope(grant, None)
+    conditions = [
+        _order_row(order_field, order_kind),
+        _ORDER.c.stream == grant.name,
+        scope,
+        filter_condition(filter, records),
+    ]
+    if len(connections) == 1:
+        conditions.append(_ORDER.c.connection_id == connections[0])
+        keys = [value, _ORDER.c.record_id]
+        position = None if after is None else [_value(after[0], order_kind), after[2]]
+    else:
+        conditions.append(_ORDER.c.connection_id.in_(list(connections)))
+        keys = [value, _ORDER.c.connection_id, _ORDER.c.record_id]
+        position = None if after is None else [_value(after[0], order_kind), *after[1:]]
+    if position is not None:
+        conditions.append(_beyond(keys, position, direction))
+    conditions += _order_range(filter, order_field, order_kind, value)
+    statement = (
+        select(records.c.connection_id, records.c.record_id, value.label("v"))
+        .select_from(_ORDER.join(records, same_record(_ORDER, records)))
+        .where(*conditions)
+        .order_by(*_ordered(keys, direction))
+        .limit(bindparam("q_limit", limit, type_=Integer))
+    )
+    return Execute(statement, params)
+
+
+def _order_range(
+    filter: Filter, order_field: str, order_kind: OrderKind, value: ColumnElement[Any]
+) -> list[ColumnElement[bool]]:
+    """A filter's range on the order field, as bounds on the order value the page is driven
+    by: the same rows (the range's kind is the order's, on the same comparable row), so the
+    index range is walked, not the whole index with the range re-checked per row."""
+    bounds: list[ColumnElement[bool]] = []
+    for clause in filter.clauses:
+        if not (isinstance(clause, Range) and clause.field == order_field):
+            continue
+        if clause.kind != order_kind:
+            continue
+        for bound in clause.bounds:
+            limit = _value(bound.value, order_kind)
+            bounds.append(
+                {"gt": value > limit, "gte": value >= limit, "lt": value < limit}.get(
+                    bound.op, value <= limit
+                )
+            )
+    return bounds
+
+
+def missing_page(
+    grant: StreamGrant,
+    filter: Filter,
+    *,
+    connection_id: str | None,
+    order_field: str,
+    order_kind: OrderKind,
+    direction: Direction,
+    after: tuple[str, str] | None,
+    limit: int,
+) -> Execute:
+    """The next `limit` visible records matching `filter` without an order value, in key order
+    (they come after every record with one: Rule 3), decoded by `page_rows`."""
+    scope, params = _scope(grant, connection_id)
+    keys = [records.c.connection_id, records.c.record_id]
+    conditions = [
+        scope,
+        filter_condition(filter, records),
+        ~exists(
+            select(literal_column("1"))
+            .select_from(_ORDER)
+            .where(_order_row(order_field, order_kind))
+            .correlate(records)
+        ),
+    ]
+    if after is not None:
+        conditions.append(_beyond(keys, after, direction))
+    statement = (
+        select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
+        .where(*conditions)
+        .order_by(*_ordered(keys, direction))
+        .limit(bindparam("q_limit", limit, type_=Integer))
+    )
+    return Execute(statement, params)
+
+
+@dataclass(frozen=True, slots=True)
+class PageRow:
+    connection_id: str
+    record_id: str
+    value: OrderValue
+
+
+def _order_value_of(raw: Any) -> OrderValue:
+    if isinstance(raw, Decimal):
+        integral = raw == raw.to_integral_value()
+        return int(raw) if integral else float(raw)
+    if isinstance(raw, bool):
+        return int(raw)
+    if raw is None or isinstance(raw, str | int | float):
+        return raw
+    return str(raw)
+
+
+def page_rows(rows: Rows | None) -> list[PageRow]:
+    return [
+        PageRow(str(row["connection_id"]), str(row["record_id"]), _order_value_of(row["v"]))
+        for row in rows or ()
+    ]
+
+
+def record_count(grant: StreamGrant, filter: Filter, *, connection_id: str | None) -> Execute:
+    """How many visible records match `filter` (decoded by `match_count`)."""
+    scope, params = _scope(grant, connection_id)
+    statement = (
+        select(func.count().label("n"))
+        .select_from(records)
+        .where(scope, filter_condition(filter, records))
+    )
+    return Execute(statement, params)
+
+
+def match_count(rows: Rows | None) -> int:
+    return int(rows[0]["n"]) if rows else 0
+
+
+def changes_page(
+    grant: StreamGrant,
+    filter: Filter,
+    *,
+    connection_id: str | None,
+    positions: Mapping[str, int],
+    limit: int,
+) -> Execute:
+    """The next `limit` changes after `positions` (per connection, the last change seen) in
+    (connection_id, change_seq) order: visible records matching `filter` and tombstones of
+    records that would be visible were they not deleted (Rules 1, 4), decoded by
+    `change_rows`."""
+    shape, terms = grant_terms(grant)
+    scope = visibility.visible_records(shape, with_deleted=True)
+    if connection_id is not None:
+        scope = and_(scope, records.c.connection_id == connection_id)
+    named = sorted(positions)
+    since = [
+        and_(records.c.connection_id == conn, records.c.change_seq > positions[conn])
+        for conn in named
+    ]
+    if named:
+        since.append(records.c.connection_id.not_in(named))
+    statement = (
+        select(
+            records.c.connection_id,
+            records.c.record_id,
+            records.c.change_seq,
+            records.c.deleted,
+        )
+        .where(
+            scope,
+            or_(*since) if since else true(),
+            or_(records.c.deleted == True, filter_condition(filter, records)),  # noqa: E712
+        )
+        .order_by(records.c.connection_id, records.c.change_seq)
+        .limit(bindparam("q_limit", limit, type_=Integer))
+    )
+    return Execute(statement, dict(terms))
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRow:
+    connection_id: str
+    record_id: str
+    change_seq: int
+    deleted: bool
+
+
+def change_rows(rows: Rows | None) -> list[ChangeRow]:
+    return [
+        ChangeRow(
+            str(row["connection_id"]),
+            str(row["record_id"]),
+            int(row["change_seq"]),
+            bool(row["deleted"]),
+        )
+        for row in rows or ()
+    ]
+
+
+def counter_tops(connection_ids: Sequence[str]) -> Execute:
+    """The change sequence's top of each named connection (decoded by `tops`)."""
+    return Execute(
+        select(change_counters.c.connection_id, change_counters.c.last_change_seq).where(
+            change_counters.c.connection_id.in_(list(connection_ids))
+        ),
+        bounded=True,
+    )
+
+
+def tops(rows: Rows | None) -> dict[str, int]:
+    return {str(row["connection_id"]): int(row["last_change_seq"]) for row in rows or ()}
+
+
+def row_fields(
+    grant: StreamGrant,
+    keys: Sequence[tuple[str, str]],
+    paths: Sequence[str] | None,
+    preview_chars: int,
+) -> Execute:
+    """The metadata, item count and first `preview_chars` code points (text-like fields) of the
+    listed records' fields: `paths` (already checked against the grant), or every granted field
+    when None (Rule 5); decoded by `row_previews`. The keys are bound as one JSON parameter and
+    joined by key (`dialects.bound_rows`), so each record is found by its primary key."""
+    shape, terms = grant_terms(grant)
+    params: dict[str, Any] = {
+        **terms,
+        "k_keys": json.dumps([list(key) for key in keys], ensure_ascii=False),
+        "p_chars": preview_chars,
+    }
+    if paths is not None:
+        params["p_only"] = sorted(paths)
+    elif grant.fields is not None:
+        params["p_fields"] = sorted(grant.fields)
+    narrowed = "only" if paths is not None else "granted" if grant.fields is not None else "all"
+    return Execute(partial(_row_fields, shape, narrowed), params)
+
+
+_KEY_COLUMNS: BoundColumns = (("connection_id", True), ("record_id", True))
+
+
+@cache
+def _row_fields(shape: GrantShape, narrowed: str, caps: Capabilities) -> Select[Any]:
+    wanted = bound_rows(caps, "k_keys", _KEY_COLUMNS)
+    chosen: list[ColumnElement[bool]] = []
+    if narrowed == "only":
+        chosen.append(in_ids(fields.c.path, "p_only"))
+    elif narrowed == "granted":
+        chosen.append(in_ids(fields.c.path, "p_fields"))
+    first_chunk = and_(
+        same_record(field_chunks, fields),
+        field_chunks.c.path == fields.c.path,
+        field_chunks.c.chunk_no == 0,
+        kind_in(text_like=True),
+    )
+    joined = (
+        wanted.join(
+            records,
+            and_(
+                records.c.connection_id == wanted.c.connection_id,
+                records.c.record_id == wanted.c.record_id,
+                records.c.stream == bindparam("g_stream"),
+            ),
+        )
+        .join(fields, same_record(fields, records))
+        .outerjoin(field_chunks, first_chunk)
+    )
+    return (
+        select(
+            fields.c.connection_id,
+            fields.c.record_id,
+            *FIELD_META,
+            fields.c.item_count,
+            func.substr(field_chunks.c.text, 1, bindparam("p_chars", type_=Integer)).label("head"),
+        )
+        .select_from(joined)
+        .where(*chosen, visibility.visible_records(shape))
+        .order_by(fields.c.connection_id, fields.c.record_id, fields.c.path)
+    )
+
+
+RowField = tuple[Any, int | None, str | None]
+"""(FieldInfo, item count, head) of one field of a listed record."""
+
+
+def row_previews(rows: Rows | None) -> dict[tuple[str, str], list[RowField]]:
+    """`row_fields`' answer per (connection_id, record_id), fields in path order."""
+    found: dict[tuple[str, str], list[RowField]] = {}
+    for row in rows or ():
+        info = field_info(row)
+        if info is not None:
+            key = (str(row["connection_id"]), str(row["record_id"]))
+            found.setdefault(key, []).append((info, row["item_count"], row["head"]))
+    return found
