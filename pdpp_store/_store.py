@@ -144,9 +144,11 @@ class _StoreCore:
         *,
         streams: Sequence[str] | None,
         connection_id: str | None,
+        filter: FilterInput,
         order: str,
         limit: int,
         cursor: str | None,
+        count: str,
     ) -> Op[SearchPage]:
         return _search.search(
             self._ctx,
@@ -154,9 +156,11 @@ class _StoreCore:
             q,
             streams=streams,
             connection_id=connection_id,
+            filter=filter,
             order=order,
             limit=limit,
             cursor=cursor,
+            count=count,
         )
 
     def _op_query_records(
@@ -370,9 +374,11 @@ class Store(_StoreCore):
         *,
         streams: Sequence[str] | None = None,
         connection_id: str | None = None,
+        filter: FilterInput = None,
         order: str = "relevance",
         limit: int = 10,
         cursor: str | None = None,
+        count: str = "none",
     ) -> SearchPage:
         return self._run(
             SEARCH,
@@ -381,9 +387,11 @@ class Store(_StoreCore):
                 q,
                 streams=streams,
                 connection_id=connection_id,
+                filter=filter,
                 order=order,
                 limit=limit,
                 cursor=cursor,
+                count=count,
             ),
         )
 
@@ -609,9 +617,11 @@ class AsyncStore(_StoreCore):
         *,
         streams: Sequence[str] | None = None,
         connection_id: str | None = None,
+        filter: FilterInput = None,
         order: str = "relevance",
         limit: int = 10,
         cursor: str | None = None,
+        count: str = "none",
     ) -> SearchPage:
         return await self._run(
             SEARCH,
@@ -620,9 +630,11 @@ class AsyncStore(_StoreCore):
                 q,
                 streams=streams,
                 connection_id=connection_id,
+                filter=filter,
                 order=order,
                 limit=limit,
                 cursor=cursor,
+                count=count,
             ),
         )
 

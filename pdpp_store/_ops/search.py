@@ -31,6 +31,7 @@ from typing import Any
 from pdpp_store._core import relevance
 from pdpp_store._core.cursor import Position, mint_position, open_position
 from pdpp_store._core.errors import BadRequest, NotFound
+from pdpp_store._core.filters import Filter, parse_filter
 from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import FieldWindowRef, RecordRef, validate_safe_name
 from pdpp_store._core.manifest import Manifest
@@ -136,28 +137,45 @@ def _catalogue(
 
 
 def _groups(
-    grant: Grant, names: list[str], catalogue: list[tuple[str, str, Manifest]]
+    grant: Grant,
+    names: list[str],
+    catalogue: list[tuple[str, str, Manifest]],
+    filter: object = None,
 ) -> tuple[list[StreamGrant], list[search_sql.SearchGroup]]:
+    """The search's groups: connections of one stream grant with the same searchable granted
+    paths and the same parsed `filter`. The filter is checked against every searched stream's
+    manifest and grant (`parse_filter`: `field_not_granted`, `invalid_filter`) before any record
+    is read, so a filter goes with the streams that declare its fields."""
     stream_grants = [grant.stream(name) for name in names]
-    by_paths: dict[tuple[int, tuple[str, ...]], list[str]] = {}
+    by_paths: dict[tuple[int, tuple[str, ...], Filter], list[str]] = {}
     for conn, stream, manifest in catalogue:
         index = names.index(stream)
         spec = manifest.spec(stream)
         if spec is None:
             continue
+        parsed = parse_filter(filter, spec, stream_grants[index])
         paths = tuple(p for p in spec.lexical_fields if stream_grants[index].allows_field(p))
         if paths:
-            by_paths.setdefault((index, paths), []).append(conn)
+            by_paths.setdefault((index, paths, parsed), []).append(conn)
     groups = [
-        search_sql.SearchGroup(index, tuple(conns), paths)
-        for (index, paths), conns in sorted(by_paths.items())
+        search_sql.SearchGroup(index, tuple(conns), paths, parsed)
+        for (index, paths, parsed), conns in sorted(
+            by_paths.items(), key=lambda item: (item[0][0], item[0][1], item[0][2].canonical)
+        )
     ]
     return stream_grants, groups
 
 
 ORDERS = ("relevance", "desc", "asc")
+COUNTS = ("none", "exact")
 ALL_HITS = 2**31 - 1
 """`limit` of the statement that lists every hit: the order needs them all (an exact top)."""
+
+
+def _check_count(count: object) -> str:
+    if not isinstance(count, str) or count not in COUNTS:
+        raise BadRequest("invalid_request", "count must be none or exact", param="count")
+    return count
 
 
 def _check_order(order: object) -> str:
@@ -175,12 +193,15 @@ def search(
     *,
     streams: object = None,
     connection_id: object = None,
+    filter: object = None,
     order: object = "relevance",
     limit: object = DEFAULT_PAGE_SIZE,
     cursor: object = None,
+    count: object = "none",
 ) -> Op[SearchPage]:
     query = parse_query(q)
     ordering = _check_order(order)
+    counting = _check_count(count) == "exact"
     size = _check_limit(limit)
     if connection_id is not None:
         validate_safe_name(connection_id, "connection_id")
@@ -194,16 +215,17 @@ def search(
         raise NotFound(
             "connection_not_found", f"connection {conn!r} is not found", param="connection_id"
         )
-    binding = page_binding(grant, query, names, conn, f"order={ordering}")
+    catalogue = yield from _catalogue(ctx, grant, names, conn)
+    stream_grants, groups = _groups(grant, names, catalogue, filter)
+    filters = sorted({group.filter.canonical for group in groups})
+    binding = page_binding(grant, query, names, conn, f"order={ordering}", *filters)
     after: Position | None = None
     if cursor is not None:
         if ctx.stored_keys:
             yield from ctx.reload_keys()
         after = open_position(ctx.codec, cursor, binding)
-    catalogue = yield from _catalogue(ctx, grant, names, conn)
-    stream_grants, groups = _groups(grant, names, catalogue)
     if not groups:
-        return SearchPage(())
+        return SearchPage((), count=0 if counting else None)
     paths_of = {
         (conn_id, stream_grants[g.grant_index].name): g.paths
         for g in groups
@@ -230,17 +252,22 @@ def search(
                 mine.append(excerpt)
         if mine:
             found.append(SearchHit(*key, tuple(mine), scores[key]))
+    total = len(ranked) if counting else None
     if len(chosen) <= size:
-        return SearchPage(tuple(found))
+        return SearchPage(tuple(found), count=total)
     next_cursor = mint_position(ctx.codec, binding, page_entries[-1])
     arguments: dict[str, Any] = {"q": q, "limit": size, "cursor": next_cursor}
     if ordering != "relevance":
         arguments["order"] = ordering
+    if filter is not None:
+        arguments["filter"] = filter
+    if counting:
+        arguments["count"] = "exact"
     if streams is not None:
         arguments["streams"] = names
     if conn is not None:
         arguments["connection_id"] = conn
-    return SearchPage(tuple(found), next_cursor, Continuation("search", arguments))
+    return SearchPage(tuple(found), next_cursor, Continuation("search", arguments), total)
 
 
 def _order_paths(

@@ -159,6 +159,8 @@ class SearchPage:
     next: Continuation | None = None
     """The `search` call that reads the next page (the same arguments, `cursor` set to
     `next_cursor`); None on the last page."""
+    count: int | None = None
+    """With `count="exact"`: the number of visible hits (every page of the search)."""
 
     JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
         "SearchPage",
@@ -168,8 +170,14 @@ class SearchPage:
             "has_more": {"type": "boolean"},
             "next_cursor": nullable({"type": "string"}),
             "next": nullable(embedded(Continuation.JSON_SCHEMA)),
+            "complete": {"type": "boolean"},
+            "count": {
+                "type": "object",
+                "properties": {"kind": {"const": "exact"}, "value": {"type": "integer"}},
+                "required": ["kind", "value"],
+            },
         },
-        ["object", "data", "has_more", "next_cursor", "next"],
+        ["object", "data", "has_more", "next_cursor", "next", "complete"],
     )
 
     @property
@@ -177,10 +185,14 @@ class SearchPage:
         return self.next_cursor is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        answer: dict[str, Any] = {
             "object": "list",
             "data": [hit.to_dict() for hit in self.hits],
             "has_more": self.has_more,
             "next_cursor": self.next_cursor,
             "next": None if self.next is None else self.next.to_dict(),
+            "complete": not self.has_more,
         }
+        if self.count is not None:
+            answer["count"] = {"kind": "exact", "value": self.count}
+        return answer

@@ -78,6 +78,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         "terms": terms,
         "limit": draw(st.integers(1, 4)),
         "order": draw(st.sampled_from(["relevance", "relevance", "desc", "asc"])),
+        "since_day": draw(st.one_of(st.none(), st.integers(1, 3))),
         "scan": draw(st.sampled_from([1, 2, 1000])),
     }
 
@@ -172,20 +173,30 @@ def test_search_equals_the_oracle(each_database: Store, scenario: dict[str, Any]
     if granted is not None:
         stream["fields"] = sorted(granted | {"id"})
     grant = Grant.from_dict({"grant_id": "g-prop", "streams": [stream]})
+    since = scenario["since_day"]
+    if granted is not None and "received_at" not in granted:
+        since = None  # a filter is a read of its field: only on a granted one
+    args: dict[str, Any] = {"order": scenario["order"], "count": "exact"}
+    if since is not None:
+        args["filter"] = {"received_at": {"gte": f"2026-01-0{since}T00:00:00Z"}}
 
     pages, cursor = [], None
     with mock.patch.object(search_ops, "SCAN_RECORDS", scenario["scan"]):
         while True:
-            page = store.search(
-                grant, q, order=scenario["order"], limit=scenario["limit"], cursor=cursor
-            ).to_dict()
+            page = store.search(grant, q, limit=scenario["limit"], cursor=cursor, **args).to_dict()
             pages.append(page)
             assert len(page["data"]) <= scenario["limit"]
             if not page["has_more"]:
                 break
             cursor = page["next_cursor"]
     hits = [hit for page in pages for hit in page["data"]]
-    expected = _oracle(scenario["records"], granted, terms, scenario["order"])
+    kept = [
+        record
+        for record in scenario["records"]
+        if since is None or record["received_at"] >= f"2026-01-0{since}T00:00:00Z"
+    ]
+    expected = _oracle(kept, granted, terms, scenario["order"])
+    assert all(page["count"] == {"kind": "exact", "value": len(expected)} for page in pages)
     assert [hit["record_key"] for hit in hits] == [record_id for record_id, _, _ in expected]
     by_id = {record["id"]: record for record in scenario["records"]}
     for hit, (record_id, excerpts, score) in zip(hits, expected, strict=True):
