@@ -24,6 +24,7 @@ Search, step by step:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from functools import cmp_to_key
 from typing import Any
@@ -259,8 +260,8 @@ def search(
     arguments: dict[str, Any] = {"q": q, "limit": size, "cursor": next_cursor}
     if ordering != "relevance":
         arguments["order"] = ordering
-    if filter is not None:
-        arguments["filter"] = filter
+    if filter is not None:  # as an object, however it came (its JSON text parsed already)
+        arguments["filter"] = json.loads(filter) if isinstance(filter, str) else filter
     if counting:
         arguments["count"] = "exact"
     if streams is not None:

@@ -276,6 +276,8 @@ def search_text(page: Mapping[str, Any], call: CallFormatter) -> str:
         "has_more": page["has_more"],
         "next": _optional_call(call, page.get("next")),
     }
+    if "count" in page:
+        header["count"] = page["count"]["value"]
     out = [compact(header)]
     for hit in hits:
         excerpts = hit.get("evidence_excerpts") or []

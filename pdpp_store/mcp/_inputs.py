@@ -39,6 +39,7 @@ _TYPES: dict[str, dict[str, Any]] = {
     "integer": {"type": "integer"},
     "strings": {"type": "array", "items": _STRING},
     "field": _STRING,
+    "object": {"type": "object"},
 }
 """The JSON Schema of each catalogue argument type a tool takes (rule 1); `record` and `grant`
 are rendered by `_properties` (rules 2 and 3)."""
@@ -78,8 +79,14 @@ _TOOLS: dict[str, ToolInput] = {
                 "description": "relevance (default: best score first, ties newest first), "
                 "desc (newest first) or asc (oldest first).",
             },
+            "filter": {
+                "description": 'One clause per granted field, all ANDed: {"f": value}, '
+                '{"f": {"in": [...]}}, {"f": {"has": value}}, {"f": {"gte": ..., "lt": ...}} '
+                "(ranges where the schema tool lists them)."
+            },
             "limit": {"minimum": 1, "maximum": 50},
             "cursor": {"description": "next_cursor of the previous page."},
+            "count": {"enum": ["none", "exact"], "description": "exact: also count every hit."},
         },
     ),
     "fetch": ToolInput(
