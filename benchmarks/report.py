@@ -607,13 +607,19 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _kept_block(path: Path) -> str:
-    """The `serve_load` block of an existing report, carried over into the new one."""
+    """The blocks of an existing report written by other runs (the server load section of
+    `benchmarks.serve_load`, the search quality section of `benchmarks.quality`), carried over
+    into the new one."""
+    from .quality.run import END as QUALITY_END
+    from .quality.run import START as QUALITY_START
     from .serve_load import END, START
 
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    if START in old and END in old:
-        return "\n" + old[old.index(START) : old.index(END) + len(END)] + "\n"
-    return ""
+    kept = ""
+    for start, end in ((START, END), (QUALITY_START, QUALITY_END)):
+        if start in old and end in old:
+            kept += "\n" + old[old.index(start) : old.index(end) + len(end)] + "\n"
+    return kept
 
 
 if __name__ == "__main__":

@@ -146,8 +146,11 @@ class _StoreCore:
         *,
         streams: Sequence[str] | None,
         connection_id: str | None,
+        filter: FilterInput,
+        order: str,
         limit: int,
         cursor: str | None,
+        count: str,
     ) -> Op[SearchPage]:
         return _search.search(
             self._ctx,
@@ -155,8 +158,11 @@ class _StoreCore:
             q,
             streams=streams,
             connection_id=connection_id,
+            filter=filter,
+            order=order,
             limit=limit,
             cursor=cursor,
+            count=count,
         )
 
     def _op_query_records(
@@ -370,13 +376,24 @@ class Store(_StoreCore):
         *,
         streams: Sequence[str] | None = None,
         connection_id: str | None = None,
+        filter: FilterInput = None,
+        order: str = "relevance",
         limit: int = 10,
         cursor: str | None = None,
+        count: str = "none",
     ) -> SearchPage:
         return self._run(
             SEARCH,
             self._op_search(
-                grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
+                grant,
+                q,
+                streams=streams,
+                connection_id=connection_id,
+                filter=filter,
+                order=order,
+                limit=limit,
+                cursor=cursor,
+                count=count,
             ),
         )
 
@@ -602,13 +619,24 @@ class AsyncStore(_StoreCore):
         *,
         streams: Sequence[str] | None = None,
         connection_id: str | None = None,
+        filter: FilterInput = None,
+        order: str = "relevance",
         limit: int = 10,
         cursor: str | None = None,
+        count: str = "none",
     ) -> SearchPage:
         return await self._run(
             SEARCH,
             self._op_search(
-                grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
+                grant,
+                q,
+                streams=streams,
+                connection_id=connection_id,
+                filter=filter,
+                order=order,
+                limit=limit,
+                cursor=cursor,
+                count=count,
             ),
         )
 

@@ -348,6 +348,45 @@ def _page_invalid(why: str) -> BadRequest:
     return BadRequest("invalid_cursor", f"cursor {why}", param="cursor")
 
 
+Position = tuple[float, str | None, str, str, str]
+"""A place in the relevance or time order of search hits: (score, order-field instant or
+None, connection id, stream, record id)."""
+
+
+def mint_position(codec: CursorCodec, binding: bytes, position: Position) -> str:
+    """A search page cursor for an ordered search: the position after the hit at `position`
+    (a JSON array of five items under the same MAC as `mint_page`)."""
+    _check_binding(binding)
+    header = bytes((PAGE_VERSION, codec.active.key_id))
+    body = json.dumps(list(position), ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass"
+    )
+    return _b64encode(header + body + _mac(codec.active, header, binding, body))
+
+
+def open_position(codec: CursorCodec, token: object, binding: bytes) -> Position:
+    """The position a `mint_position` cursor names, or `invalid_cursor`."""
+    _check_binding(binding)
+    data = _decode_long(token, PAGE_VERSION)
+    header, body, mac = data[:2], data[2:-_MAC_BYTES], data[-_MAC_BYTES:]
+    if not _signed(codec.keys(data[1]), header, binding, body, mac):
+        raise _page_invalid("is not valid for this grant and query")
+    try:
+        value = json.loads(body.decode("utf-8"))
+    except ValueError:
+        raise _page_invalid("is malformed") from None
+    if not (
+        isinstance(value, list)
+        and len(value) == 5
+        and isinstance(value[0], int | float)
+        and not isinstance(value[0], bool)
+        and (value[1] is None or isinstance(value[1], str))
+        and all(isinstance(v, str) for v in value[2:])
+    ):
+        raise _page_invalid("is malformed")
+    return float(value[0]), value[1], value[2], value[3], value[4]
+
+
 def mint_page(codec: CursorCodec, binding: bytes, key: tuple[str, str, str]) -> str:
     """A search page cursor: the position after the hit `key`, under `binding`."""
     _check_binding(binding)

@@ -122,9 +122,10 @@ def page_binding(
     query: SearchQuery,
     streams: Sequence[str],
     connection_id: str | None,
+    *extra: str,
 ) -> bytes:
     """The 16 bytes a page cursor is bound to: the grant (id and every searched stream's terms),
-    the query's folded terms, and the stream and connection filters."""
+    the query's folded terms, the stream and connection filters, and `extra` (the order)."""
     hasher = hashlib.sha256(b"pdpp-store/search-page/v1")
     parts = [
         grant.grant_id,
@@ -132,6 +133,7 @@ def page_binding(
         query.canonical,
         json.dumps(list(streams)),
         connection_id or "",
+        *extra,
     ]
     for part in parts:
         data = part.encode("utf-8", "surrogatepass")

@@ -175,8 +175,11 @@ SEARCH = Operation(
         _required("q", "string"),
         _optional("streams", "strings"),
         _CONNECTION,
+        _optional("filter", "object"),
+        _optional("order", "string"),
         _optional("limit", "integer"),
         _optional("cursor", "string"),
+        _optional("count", "string"),
     ),
     ("SearchPage",),
 )

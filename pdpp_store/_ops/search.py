@@ -24,11 +24,15 @@ Search, step by step:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from functools import cmp_to_key
 from typing import Any
 
-from pdpp_store._core.cursor import mint_page, open_page
+from pdpp_store._core import relevance
+from pdpp_store._core.cursor import Position, mint_position, open_position
 from pdpp_store._core.errors import BadRequest, NotFound
+from pdpp_store._core.filters import Filter, parse_filter
 from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import FieldWindowRef, RecordRef, validate_safe_name
 from pdpp_store._core.manifest import Manifest
@@ -44,6 +48,7 @@ from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._core.window import MAX_LIMIT_CHARS
 from pdpp_store._sql import catalogue as catalogue_sql
 from pdpp_store._sql import match as match_sql
+from pdpp_store._sql import ranking as ranking_sql
 from pdpp_store._sql import reads as read_sql
 from pdpp_store._sql import search as search_sql
 from pdpp_store._sql.index import MIN_INDEXED_NEEDLE, SCAN_CHUNKS
@@ -130,23 +135,53 @@ def _catalogue(
 
 
 def _groups(
-    grant: Grant, names: list[str], catalogue: list[tuple[str, str, Manifest]]
+    grant: Grant,
+    names: list[str],
+    catalogue: list[tuple[str, str, Manifest]],
+    filter: object = None,
 ) -> tuple[list[StreamGrant], list[search_sql.SearchGroup]]:
+    """The search's groups: connections of one stream grant with the same searchable granted
+    paths and the same parsed `filter`. The filter is checked against every searched stream's
+    manifest and grant (`parse_filter`: `field_not_granted`, `invalid_filter`) before any record
+    is read, so a filter goes with the streams that declare its fields."""
     stream_grants = [grant.stream(name) for name in names]
-    by_paths: dict[tuple[int, tuple[str, ...]], list[str]] = {}
+    by_paths: dict[tuple[int, tuple[str, ...], Filter], list[str]] = {}
     for conn, stream, manifest in catalogue:
         index = names.index(stream)
         spec = manifest.spec(stream)
         if spec is None:
             continue
+        parsed = parse_filter(filter, spec, stream_grants[index])
         paths = tuple(p for p in spec.lexical_fields if stream_grants[index].allows_field(p))
         if paths:
-            by_paths.setdefault((index, paths), []).append(conn)
+            by_paths.setdefault((index, paths, parsed), []).append(conn)
     groups = [
-        search_sql.SearchGroup(index, tuple(conns), paths)
-        for (index, paths), conns in sorted(by_paths.items())
+        search_sql.SearchGroup(index, tuple(conns), paths, parsed)
+        for (index, paths, parsed), conns in sorted(
+            by_paths.items(), key=lambda item: (item[0][0], item[0][1], item[0][2].canonical)
+        )
     ]
     return stream_grants, groups
+
+
+ORDERS = ("relevance", "desc", "asc")
+COUNTS = ("none", "exact")
+ALL_HITS = 2**31 - 1
+"""`limit` of the statement that lists every hit: the order needs them all (an exact top)."""
+
+
+def _check_count(count: object) -> str:
+    if not isinstance(count, str) or count not in COUNTS:
+        raise BadRequest("invalid_request", "count must be none or exact", param="count")
+    return count
+
+
+def _check_order(order: object) -> str:
+    if not isinstance(order, str) or order not in ORDERS:
+        raise BadRequest(
+            "invalid_request", f"order must be one of {', '.join(ORDERS)}", param="order"
+        )
+    return order
 
 
 def search(
@@ -156,10 +191,15 @@ def search(
     *,
     streams: object = None,
     connection_id: object = None,
+    filter: object = None,
+    order: object = "relevance",
     limit: object = DEFAULT_PAGE_SIZE,
     cursor: object = None,
+    count: object = "none",
 ) -> Op[SearchPage]:
     query = parse_query(q)
+    ordering = _check_order(order)
+    counting = _check_count(count) == "exact"
     size = _check_limit(limit)
     if connection_id is not None:
         validate_safe_name(connection_id, "connection_id")
@@ -173,23 +213,29 @@ def search(
         raise NotFound(
             "connection_not_found", f"connection {conn!r} is not found", param="connection_id"
         )
-    binding = page_binding(grant, query, names, conn)
-    after: tuple[str, str, str] | None = None
+    catalogue = yield from _catalogue(ctx, grant, names, conn)
+    stream_grants, groups = _groups(grant, names, catalogue, filter)
+    filters = sorted({group.filter.canonical for group in groups})
+    binding = page_binding(grant, query, names, conn, f"order={ordering}", *filters)
+    after: Position | None = None
     if cursor is not None:
         if ctx.stored_keys:
             yield from ctx.reload_keys()
-        after = open_page(ctx.codec, cursor, binding)
-    catalogue = yield from _catalogue(ctx, grant, names, conn)
-    stream_grants, groups = _groups(grant, names, catalogue)
+        after = open_position(ctx.codec, cursor, binding)
     if not groups:
-        return SearchPage(())
-    keys = yield from _matching_keys(stream_grants, groups, query, after, size + 1)
-    page_keys = keys[:size]
+        return SearchPage((), count=0 if counting else None)
     paths_of = {
         (conn_id, stream_grants[g.grant_index].name): g.paths
         for g in groups
         for conn_id in g.connection_ids
     }
+    order_paths = _order_paths(grant, catalogue)
+    ranked = yield from _ranked(stream_grants, groups, query, paths_of, order_paths, ordering)
+    start = 0 if after is None else _after_position(ranked, after, ordering)
+    chosen = ranked[start : start + size + 1]
+    page_entries = chosen[:size]
+    page_keys = [entry[2:] for entry in page_entries]
+    scores = {entry[2:]: entry[0] for entry in page_entries}
     targets = [(*key, path) for key in page_keys for path in paths_of.get(key[:2], ())]
     excerpts = (yield from _page_evidence(stream_grants, targets, query)) if targets else {}
     found: list[SearchHit] = []
@@ -203,16 +249,100 @@ def search(
             if isinstance(excerpt, MatchExcerpt):
                 mine.append(excerpt)
         if mine:
-            found.append(SearchHit(*key, tuple(mine)))
-    if len(keys) <= size:
-        return SearchPage(tuple(found))
-    next_cursor = mint_page(ctx.codec, binding, page_keys[-1])
+            found.append(SearchHit(*key, tuple(mine), scores[key]))
+    total = len(ranked) if counting else None
+    if len(chosen) <= size:
+        return SearchPage(tuple(found), count=total)
+    next_cursor = mint_position(ctx.codec, binding, page_entries[-1])
     arguments: dict[str, Any] = {"q": q, "limit": size, "cursor": next_cursor}
+    if ordering != "relevance":
+        arguments["order"] = ordering
+    if filter is not None:  # as an object, however it came (its JSON text parsed already)
+        arguments["filter"] = json.loads(filter) if isinstance(filter, str) else filter
+    if counting:
+        arguments["count"] = "exact"
     if streams is not None:
         arguments["streams"] = names
     if conn is not None:
         arguments["connection_id"] = conn
-    return SearchPage(tuple(found), next_cursor, Continuation("search", arguments))
+    return SearchPage(tuple(found), next_cursor, Continuation("search", arguments), total)
+
+
+def _order_paths(
+    grant: Grant, catalogue: list[tuple[str, str, Manifest]]
+) -> dict[tuple[str, str], str]:
+    """Per (connection, stream), the stream's order field (§11.2) where the grant covers it: an
+    ungranted order field is never read, and its hits tie on time (key order decides)."""
+    paths: dict[tuple[str, str], str] = {}
+    for conn_id, stream, manifest in catalogue:
+        spec = manifest.spec(stream)
+        field = None if spec is None else spec.order_field
+        if field is not None and grant.stream(stream).allows_field(field):
+            paths[conn_id, stream] = field
+    return paths
+
+
+def _compare(left: Position, right: Position, ordering: str) -> int:
+    """-1, 0 or 1 as `left` comes before, with or after `right` in `ordering`: relevance is
+    score descending, then time newest first; `desc`/`asc` is time alone; then, always,
+    records without a time last and the key ascending (byte order of the UTF-8 names, which
+    is code-point order)."""
+    if ordering == "relevance" and left[0] != right[0]:
+        return -1 if left[0] > right[0] else 1
+    if (left[1] is None) != (right[1] is None):
+        return -1 if right[1] is None else 1
+    if left[1] is not None and right[1] is not None and left[1] != right[1]:
+        newer_first = ordering != "asc"
+        return -1 if (left[1] > right[1]) == newer_first else 1
+    if left[2:] != right[2:]:
+        return -1 if left[2:] < right[2:] else 1
+    return 0
+
+
+def _after_position(ranked: list[Position], after: Position, ordering: str) -> int:
+    """The index of the first entry strictly after `after` (a cursor's position): the page
+    continues there even if the hit at `after` is gone."""
+    return next(
+        (n for n, entry in enumerate(ranked) if _compare(entry, after, ordering) > 0), len(ranked)
+    )
+
+
+def _ranked(  # noqa: PLR0917 - what the order reads
+    stream_grants: list[StreamGrant],
+    groups: list[search_sql.SearchGroup],
+    query: SearchQuery,
+    paths_of: dict[tuple[str, str], tuple[str, ...]],
+    order_paths: dict[tuple[str, str], str],
+    ordering: str,
+) -> Op[list[Position]]:
+    """Every hit, scored (`_core.relevance`) and timed, in `ordering`: the exact order of all
+    hits, so the first page is the exact top: every hit (`_matching_keys`, its two phases), the
+    first chunks of their searchable granted fields, the instants of their granted order
+    fields."""
+    needles = [term.folded for term in query.terms]
+    keys = yield from _matching_keys(stream_grants, groups, query, None, ALL_HITS)
+    if not keys:
+        return []
+    targets = [(*key, path) for key in keys for path in paths_of.get(key[:2], ())]
+    chunks = -(-relevance.SCORE_CHARS // CHUNK_CHARS)
+    texts = ranking_sql.field_texts(
+        (yield ranking_sql.scored_texts(stream_grants, targets, chunks)) or []
+    )
+    timed = [(*key, order_paths[key[:2]]) for key in keys if key[:2] in order_paths]
+    instants = (
+        ranking_sql.time_values((yield ranking_sql.times(stream_grants, timed)) or [])
+        if timed
+        else {}
+    )
+    entries: list[Position] = []
+    for key in keys:
+        fields = [texts[t] for t in ((*key, p) for p in paths_of.get(key[:2], ())) if t in texts]
+        entries.append((relevance.score(needles, fields), instants.get(key), *key))
+
+    def compare(left: Position, right: Position) -> int:
+        return _compare(left, right, ordering)
+
+    return sorted(entries, key=cmp_to_key(compare))
 
 
 def _matching_keys(

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cache, partial
+from dataclasses import dataclass, field
+from functools import cache, lru_cache, partial
 from typing import Any
 
 from sqlalchemy import (
@@ -44,12 +44,14 @@ from sqlalchemy import (
     tuple_,
 )
 
+from pdpp_store._core.filters import Filter
 from pdpp_store._core.grants import StreamGrant
 from pdpp_store._core.values import CHUNK_CHARS, LOOKAHEAD_CHARS
 from pdpp_store.evidence import FieldInfo
 
 from . import visibility
 from .dialects import BoundColumns, Capabilities, bound_rows, greatest, least, strpos
+from .filters import filter_condition
 from .index import fts_query, like_pattern, record_candidates
 from .match import haystack_at
 from .reads import FIELD_META, field_info
@@ -81,6 +83,8 @@ class SearchGroup:
     grant_index: int
     connection_ids: tuple[str, ...]
     paths: tuple[str, ...]
+    filter: Filter = field(default_factory=Filter)
+    """The search's `filter` (§11.1) as the group's manifest declares its fields."""
 
 
 def _term_occurs(group: int, term: int, long_term: bool) -> ColumnElement[bool]:
@@ -139,15 +143,20 @@ def _after() -> Any:
 
 
 def _in_scope(
-    shapes: tuple[GrantShape, ...], layout: tuple[int, ...], longs: tuple[bool, ...]
+    shapes: tuple[GrantShape, ...],
+    layout: tuple[int, ...],
+    longs: tuple[bool, ...],
+    filters: tuple[Filter, ...] = (),
 ) -> ColumnElement[bool]:
     """A record the search may return (visible under its stream grant, in a searched connection)
-    holding every term (none given: whatever it holds)."""
+    holding every term (none given: whatever it holds) and, where `filters` are given (one per
+    group), matching its group's filter."""
     disjuncts = [
         and_(
             visibility.visible_records(shapes[grant_index], f"g{grant_index}"),
             records.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
             *(_term_occurs(number, term, long) for term, long in enumerate(longs)),
+            *((filter_condition(filters[number], records),) if filters else ()),
         )
         for number, grant_index in enumerate(layout)
     ]
@@ -203,21 +212,27 @@ def hits(
     # Given keys all lie after `after`: saying so again only misleads a planner (Postgres took
     # the range of every later record for one row and scanned it).
     paged = after is not None and not among
-    return Execute(partial(_hits, shapes, layout, longs, paged=paged, among=bool(among)), params)
+    filters = tuple(group.filter for group in groups)
+    if not any(f.clauses for f in filters):
+        filters = ()
+    return Execute(
+        partial(_hits, shapes, layout, longs, filters, paged=paged, among=bool(among)), params
+    )
 
 
-@cache
+@lru_cache(maxsize=512)  # a filter's values are part of the statement: bounded, not `cache`
 def _hits(
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
     longs: tuple[bool, ...],
+    filters: tuple[Filter, ...],
     caps: Capabilities,
     *,
     paged: bool,
     among: bool,
 ) -> Select[Any]:
     key = (records.c.connection_id, records.c.stream, records.c.record_id)
-    conditions: list[ColumnElement[bool]] = [_in_scope(shapes, layout, longs)]
+    conditions: list[ColumnElement[bool]] = [_in_scope(shapes, layout, longs, filters)]
     if paged:
         conditions.append(tuple_(*key) > _after())
     if among:

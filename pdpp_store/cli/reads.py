@@ -155,6 +155,13 @@ def read_resource(ctx: click.Context, uri: str, grant: IO[bytes] | None, output:
     "--stream", "streams", multiple=True, metavar="STREAM", help="Search this stream (repeat)."
 )
 @click.option("--connection", "connection_id", metavar="CONNECTION_ID", help="One connection only.")
+@click.option("--filter", "filter_", metavar="JSON", help="A filter object (§11.1), as JSON.")
+@click.option("--count", type=click.Choice(["none", "exact"]), help="exact: count every hit.")
+@click.option(
+    "--order",
+    type=click.Choice(["relevance", "desc", "asc"]),
+    help="relevance (default: best score first, ties newest first), desc or asc (by time).",
+)
 @click.option("--limit", type=int, metavar="N", help="Hits per page (1..50, default 10).")
 @click.option("--cursor", metavar="TEXT", help="The next_cursor of the previous page.")
 @format_option()
@@ -166,6 +173,9 @@ def search(
     *,
     streams: tuple[str, ...],
     connection_id: str | None,
+    filter_: str | None,
+    count: str | None,
+    order: str | None,
     limit: int | None,
     cursor: str | None,
     output: str,
@@ -175,6 +185,12 @@ def search(
     options: dict[str, Any] = {"streams": list(streams) or None, "connection_id": connection_id}
     if limit is not None:
         options["limit"] = limit
+    if order is not None:
+        options["order"] = order
+    if filter_ is not None:
+        options["filter"] = filter_
+    if count is not None:
+        options["count"] = count
     card = open_store(ctx).search(load_grant(grant), q, cursor=cursor, **options).to_dict()
     if output == "json":
         echo_json(card)

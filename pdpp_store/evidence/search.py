@@ -100,6 +100,8 @@ class SearchHit:
     stream: str
     record_id: str
     excerpts: tuple[MatchExcerpt, ...]
+    score: float | None = None
+    """The relevance score (docs/contract.md §9, "Order"; `_core.relevance`)."""
 
     JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
         "SearchHit",
@@ -112,6 +114,7 @@ class SearchHit:
             "matched_fields": {"type": "array", "items": {"type": "string"}},
             "snippet": {"type": "string"},
             "evidence_excerpts": {"type": "array", "items": embedded(MatchExcerpt.JSON_SCHEMA)},
+            "score": {"type": "number"},
         },
         [
             "object",
@@ -134,7 +137,7 @@ class SearchHit:
         return (self.connection_id, self.stream, self.record_id)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        answer: dict[str, Any] = {
             "object": "search_result",
             "id": self.id,
             "stream": self.stream,
@@ -144,6 +147,9 @@ class SearchHit:
             "snippet": self.excerpts[0].preview_text if self.excerpts else "",
             "evidence_excerpts": [excerpt.to_dict() for excerpt in self.excerpts],
         }
+        if self.score is not None:
+            answer["score"] = self.score
+        return answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +159,8 @@ class SearchPage:
     next: Continuation | None = None
     """The `search` call that reads the next page (the same arguments, `cursor` set to
     `next_cursor`); None on the last page."""
+    count: int | None = None
+    """With `count="exact"`: the number of visible hits (every page of the search)."""
 
     JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
         "SearchPage",
@@ -162,8 +170,14 @@ class SearchPage:
             "has_more": {"type": "boolean"},
             "next_cursor": nullable({"type": "string"}),
             "next": nullable(embedded(Continuation.JSON_SCHEMA)),
+            "complete": {"type": "boolean"},
+            "count": {
+                "type": "object",
+                "properties": {"kind": {"const": "exact"}, "value": {"type": "integer"}},
+                "required": ["kind", "value"],
+            },
         },
-        ["object", "data", "has_more", "next_cursor", "next"],
+        ["object", "data", "has_more", "next_cursor", "next", "complete"],
     )
 
     @property
@@ -171,10 +185,14 @@ class SearchPage:
         return self.next_cursor is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        answer: dict[str, Any] = {
             "object": "list",
             "data": [hit.to_dict() for hit in self.hits],
             "has_more": self.has_more,
             "next_cursor": self.next_cursor,
             "next": None if self.next is None else self.next.to_dict(),
+            "complete": not self.has_more,
         }
+        if self.count is not None:
+            answer["count"] = {"kind": "exact", "value": self.count}
+        return answer

@@ -277,6 +277,8 @@ def search_text(page: Mapping[str, Any], call: CallFormatter) -> str:
         "has_more": page["has_more"],
         "next": _optional_call(call, page.get("next")),
     }
+    if "count" in page:
+        header["count"] = page["count"]["value"]
     out = [compact(header)]
     for hit in hits:
         excerpts = hit.get("evidence_excerpts") or []
@@ -298,6 +300,7 @@ def search_text(page: Mapping[str, Any], call: CallFormatter) -> str:
             line = {
                 "evidence": excerpt["preview_text"],
                 "id": hit["id"],
+                "score": hit.get("score"),
                 "field_path": excerpt["field_path"],
                 "match": [excerpt["match_start_chars"], excerpt["match_end_chars"]],
                 "range": [excerpt["start_chars"], excerpt["end_chars"]],

@@ -74,8 +74,19 @@ _TOOLS: dict[str, ToolInput] = {
             },
             "streams": {"description": "Only these streams."},
             "connection_id": {"description": "Only this connection."},
+            "order": {
+                "enum": ["relevance", "desc", "asc"],
+                "description": "relevance (default: best score first, ties newest first), "
+                "desc (newest first) or asc (oldest first).",
+            },
+            "filter": {
+                "description": 'One clause per granted field, all ANDed: {"f": value}, '
+                '{"f": {"in": [...]}}, {"f": {"has": value}}, {"f": {"gte": ..., "lt": ...}} '
+                "(ranges where the schema tool lists them)."
+            },
             "limit": {"minimum": 1, "maximum": 50},
             "cursor": {"description": "next_cursor of the previous page."},
+            "count": {"enum": ["none", "exact"], "description": "exact: also count every hit."},
         },
     ),
     "fetch": ToolInput(

@@ -176,8 +176,16 @@ SEARCH_PARAMS = Params(
     ),
     Param("streams", list, "Only these streams: repeat the parameter, or separate with commas."),
     Param("connection_id", str, "Only this connection."),
+    Param("filter", str, "A JSON object, one clause per granted field (docs/contract.md §11.1)."),
+    Param(
+        "order",
+        str,
+        "relevance (default: by score, ties newest first), desc (newest first) or asc.",
+        bounds={"enum": ["relevance", "desc", "asc"]},
+    ),
     Param("limit", int, "Hits per page (default 10).", bounds={"minimum": 1, "maximum": 50}),
     Param("cursor", str, "The next_cursor of the previous page."),
+    Param("count", str, "exact: add the number of hits.", bounds={"enum": ["none", "exact"]}),
 )
 BLOB_PARAMS = Params(
     Param("Range", str, "One range: bytes=a-b, a- or -n.", where="header"),
@@ -396,8 +404,11 @@ async def search(request: Request, store: StoreDep, grant: GrantDep) -> Response
         args["q"],
         streams=names,
         connection_id=args["connection_id"],
+        filter=args["filter"],
+        order="relevance" if args["order"] is None else args["order"],
         limit=10 if args["limit"] is None else args["limit"],
         cursor=args["cursor"],
+        count="none" if args["count"] is None else args["count"],
     )
     return JSONResponse(page.to_dict(), headers=PRIVATE)
 

@@ -1,11 +1,14 @@
 """Search against a pure-Python oracle (docs/contract.md §9, "Search"), on both databases: drawn
-records, grants, queries, page sizes and scan lengths (so both phases, the scan and the index,
-answer).
+records, grants, queries, orders, page sizes and scan lengths (so both phases, the scan and the
+index, answer).
 
-The oracle reads the contract alone: a record matches when every folded term occurs in the folded
-text of one of its searchable granted fields (the manifest's lexical fields the grant covers);
-hits come in key order; per matched field the excerpt is the first occurrence of the first term
-(in query order) found there. Every continuation is replayed and must show the same match.
+The oracle reads the contract and the documented score (docs/search.md, "Relevance") alone: a
+record matches when every folded term occurs in the folded text of one of its searchable granted
+fields (the manifest's lexical fields the grant covers); hits come by score (computed here from
+the formula, not by the store's code), then newest first by the granted order field
+(`received_at`), then key; or by time alone for `desc`/`asc`; per matched field the excerpt is
+the first occurrence of the first term (in query order) found there. Every page is read; no hit
+is skipped or repeated; every continuation is replayed and must show the same match.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pdpp_store import Grant, Store, fold
+from pdpp_store._core import relevance
 from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._ops import search as search_ops
 
@@ -50,7 +54,8 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     count = draw(st.integers(1, 7))
     records = []
     for number in range(count):
-        fields = {"id": f"r{number:02d}", "received_at": "2026-01-01T00:00:00Z"}
+        day = draw(st.integers(1, 3))
+        fields = {"id": f"r{number:02d}", "received_at": f"2026-01-0{day}T00:00:00Z"}
         for name in LEXICAL + OTHER:
             if draw(st.booleans()):
                 fields[name] = draw(_texts())
@@ -72,6 +77,8 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         "granted": granted,
         "terms": terms,
         "limit": draw(st.integers(1, 4)),
+        "order": draw(st.sampled_from(["relevance", "relevance", "desc", "asc"])),
+        "since_day": draw(st.one_of(st.none(), st.integers(1, 3))),
         "scan": draw(st.sampled_from([1, 2, 1000])),
     }
 
@@ -91,10 +98,43 @@ def _query(terms: list[str]) -> tuple[str, list[str]]:
     return " ".join(parts), seen
 
 
+SCORE_TOLERANCE = 1e-6
+"""Scores agree with the oracle's to this (both round to `relevance.DIGITS` places)."""
+
+
+def _tf(text: str, needle: str) -> float:
+    """The formula's tf, position by position: whole-word occurrences 1, others PART_WEIGHT."""
+    text = text[: relevance.SCORE_CHARS]
+    total, at = 0.0, 0
+    while at <= len(text) - len(needle):
+        if text[at : at + len(needle)] != needle:
+            at += 1
+            continue
+        end = at + len(needle)
+        before = text[at - 1] if at else " "
+        after = text[end] if end < len(text) else " "
+        wordy = [c.isalnum() or c == "_" for c in (before, after)]
+        total += relevance.PART_WEIGHT if any(wordy) else 1.0
+        at = end
+    return total
+
+
+def _score(texts: dict[str, str], terms: list[str]) -> float:
+    total = 0.0
+    for text in texts.values():
+        norm = 1 - relevance.B + relevance.B * len(text) / relevance.AVERAGE_CHARS
+        for term in terms:
+            tf = _tf(text, fold(term))
+            if tf:
+                total += tf * (relevance.K1 + 1) / (tf + relevance.K1 * norm)
+    return round(total, relevance.DIGITS)
+
+
 def _oracle(
-    records: list[dict[str, Any]], granted: set[str] | None, terms: list[str]
-) -> list[tuple[str, list[tuple[str, str, int]]]]:
+    records: list[dict[str, Any]], granted: set[str] | None, terms: list[str], order: str
+) -> list[tuple[str, list[tuple[str, str, int]], float]]:
     searchable = [p for p in LEXICAL if granted is None or p in granted]
+    timed = granted is None or "received_at" in granted
     hits = []
     for record in sorted(records, key=lambda r: r["id"]):
         texts = {p: fold(record[p]) for p in searchable if p in record}
@@ -109,8 +149,13 @@ def _oracle(
                 if at >= 0:
                     excerpts.append((path, term, at))
                     break
-        hits.append((record["id"], excerpts))
-    return hits
+        hits.append((record, excerpts, _score(texts, terms)))
+    # Stable sorts, last key first: key ascending, then time, then score.
+    if timed:
+        hits.sort(key=lambda hit: hit[0]["received_at"], reverse=order != "asc")
+    if order == "relevance":
+        hits.sort(key=lambda hit: -hit[2])
+    return [(record["id"], excerpts, score) for record, excerpts, score in hits]
 
 
 @on_one_store()
@@ -128,21 +173,34 @@ def test_search_equals_the_oracle(each_database: Store, scenario: dict[str, Any]
     if granted is not None:
         stream["fields"] = sorted(granted | {"id"})
     grant = Grant.from_dict({"grant_id": "g-prop", "streams": [stream]})
+    since = scenario["since_day"]
+    if granted is not None and "received_at" not in granted:
+        since = None  # a filter is a read of its field: only on a granted one
+    args: dict[str, Any] = {"order": scenario["order"], "count": "exact"}
+    if since is not None:
+        args["filter"] = {"received_at": {"gte": f"2026-01-0{since}T00:00:00Z"}}
 
     pages, cursor = [], None
     with mock.patch.object(search_ops, "SCAN_RECORDS", scenario["scan"]):
         while True:
-            page = store.search(grant, q, limit=scenario["limit"], cursor=cursor).to_dict()
+            page = store.search(grant, q, limit=scenario["limit"], cursor=cursor, **args).to_dict()
             pages.append(page)
             assert len(page["data"]) <= scenario["limit"]
             if not page["has_more"]:
                 break
             cursor = page["next_cursor"]
     hits = [hit for page in pages for hit in page["data"]]
-    expected = _oracle(scenario["records"], granted, terms)
-    assert [hit["record_key"] for hit in hits] == [record_id for record_id, _ in expected]
+    kept = [
+        record
+        for record in scenario["records"]
+        if since is None or record["received_at"] >= f"2026-01-0{since}T00:00:00Z"
+    ]
+    expected = _oracle(kept, granted, terms, scenario["order"])
+    assert all(page["count"] == {"kind": "exact", "value": len(expected)} for page in pages)
+    assert [hit["record_key"] for hit in hits] == [record_id for record_id, _, _ in expected]
     by_id = {record["id"]: record for record in scenario["records"]}
-    for hit, (record_id, excerpts) in zip(hits, expected, strict=True):
+    for hit, (record_id, excerpts, score) in zip(hits, expected, strict=True):
+        assert abs(hit["score"] - score) <= SCORE_TOLERANCE, record_id
         got = [
             (e["field_path"], e["read"]["arguments"]["q"], e["match_start_chars"])
             for e in hit["evidence_excerpts"]

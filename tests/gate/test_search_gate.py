@@ -151,6 +151,7 @@ def check_search_gate(store: StoreFront) -> None:
             "has_more": False,
             "next_cursor": None,
             "next": None,
+            "complete": True,
         }
         for name, canary in CANARIES.items():
             for q in (canary, canary.upper(), f'"{canary}"', f"quarterly {canary}"):
@@ -161,6 +162,10 @@ def check_search_gate(store: StoreFront) -> None:
                 reference = f"quarterly {NOTHING}" if q.startswith("quarterly") else NOTHING
                 assert answer == _answer(store, reference, limit=limit), (
                     f"the answer to {q!r} depends on content the grant does not cover ({name})"
+                )
+                counted = _answer(store, q, limit=limit, count="exact")
+                assert counted == _answer(store, reference, limit=limit, count="exact"), (
+                    f"the count for {q!r} depends on content the grant does not cover ({name})"
                 )
     # Hits that hold canaries in fields the grant does not cover show none of them.
     with BoundaryAudit(engine) as audit:
@@ -256,12 +261,13 @@ def _keep_grants(real: Callable[..., Any]) -> Callable[..., Any]:
     """`_groups` whose paths ignore the grant's fields, but whose stream grants (visibility)
     stay the real ones."""
 
-    def broken(grant: Grant, names: list[str], catalogue: Any) -> Any:
-        stream_grants, _ = real(grant, names, catalogue)
+    def broken(grant: Grant, names: list[str], catalogue: Any, filter: Any = None) -> Any:
+        stream_grants, _ = real(grant, names, catalogue, filter)
         _, groups = real(
             Grant.from_dict({"grant_id": "all", "streams": [{"name": n} for n in names]}),
             names,
             catalogue,
+            filter,
         )
         return stream_grants, groups
 

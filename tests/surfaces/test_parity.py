@@ -265,3 +265,53 @@ async def test_a_search_page_s_next_page_is_the_same_call_on_every_surface(
         assert ids == [hit.to_dict()["id"] for hit in library.hits]
         assert ids
         assert ids != [hit.to_dict()["id"] for hit in page.hits]
+
+
+async def test_search_order_filter_and_count_are_the_same_on_every_surface(
+    db_url: str, tmp_path: Path
+) -> None:
+    """`order`, `filter` and `count` reach the library alike from MCP, REST and the CLI: the same
+    hits, scores, count and next call; a bad order is the same typed error everywhere."""
+    grant_file = tmp_path / "grant.json"
+    grant_file.write_text(json.dumps(TOKEN_GRANTS[OWNER]), encoding="utf-8")
+    grant = Grant.from_dict(TOKEN_GRANTS[OWNER])
+    chosen = {"charset": "utf-8"}
+    async with opened(db_url) as surfaces:
+        for order in ("relevance", "asc"):
+            args: dict[str, Any] = {
+                "q": "h",
+                "streams": ["message_bodies"],  # a filter goes with the streams declaring it
+                "limit": 1,
+                "order": order,
+                "count": "exact",
+                "filter": chosen,
+            }
+            library = (await surfaces.site.store.search(grant, **args)).to_dict()
+            assert library["count"]["value"] >= 2
+            assert all("score" in hit for hit in library["data"])
+            result = await surfaces.mcp.call_tool("search", args)
+            assert not result.is_error
+            assert result.structured_content is not None
+            ranked = [(hit["id"], hit["score"]) for hit in library["data"]]
+            shown_hits = result.structured_content["data"]  # reads shown as tool calls
+            assert [(hit["id"], hit["score"]) for hit in shown_hits] == ranked
+            assert result.structured_content["count"] == library["count"]
+            rest = await surfaces.site.get(
+                OWNER, "/v1/search", {**args, "filter": json.dumps(chosen)}
+            )
+            assert rest.status_code == 200, rest.text
+            assert rest.json() == library
+            command = [
+                "--db", db_url, "search", "h", "--limit", "1", "--grant", str(grant_file),
+                "--order", order, "--count", "exact", "--filter", json.dumps(chosen),
+                "--stream", "message_bodies",
+                "--format", "json",
+            ]  # fmt: skip
+            shown = CliRunner().invoke(cli, command, catch_exceptions=False)
+            assert shown.exit_code == 0, shown.stderr
+            assert json.loads(shown.stdout) == library
+        refused = await surfaces.site.get(OWNER, "/v1/search", {"q": "h", "order": "newest"})
+        assert refused.status_code == 400
+        assert refused.json()["error"]["param"] == "order"
+        bad = await surfaces.mcp.call_tool("search", {"q": "h", "count": "all"})
+        assert bad.is_error

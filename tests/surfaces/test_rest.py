@@ -215,6 +215,7 @@ async def test_search_is_the_library_page(site: Site) -> None:
         "has_more": False,
         "next_cursor": None,
         "next": None,
+        "complete": True,
     }
 
 

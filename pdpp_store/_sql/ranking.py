@@ -1,0 +1,107 @@
+"""Statements that feed the relevance order of search (docs/contract.md §9, "Order";
+`_core.relevance`): the scored text of every hit's searchable granted fields, and the hits'
+order-field instants for ties.
+
+Rules:
+1. Only targets the operation chose (the hits' searchable granted fields, the granted order
+   field) are read, each joined to its record under its stream grant's visibility, as the
+   page's evidence is (`search._page_fields`): nothing else leaves the database.
+2. Texts are the stored chunks, first `chunks` of each field, in order, with the field's whole
+   length: the score reads a bounded prefix (`relevance.SCORE_CHARS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache, partial
+from typing import Any
+
+from sqlalchemy import Integer, Select, and_, bindparam, select
+
+from pdpp_store._core.grants import StreamGrant
+
+from .dialects import Capabilities, bound_rows
+from .requests import Execute, Rows
+from .search import _TARGET_COLUMNS, Target, _bound_json, _page_fields, _page_params
+from .tables import field_chunks, fields
+from .visibility import GrantShape, same_record
+
+__all__ = ["field_texts", "scored_texts", "time_values", "times"]
+
+
+def scored_texts(grants: Sequence[StreamGrant], targets: Sequence[Target], chunks: int) -> Execute:
+    """The first `chunks` chunks of each target field that is visible and text-like, with the
+    field's length (decoded by `field_texts`)."""
+    params = {**_page_params(grants), "r_targets": _bound_json(targets), "r_chunks": chunks}
+    shapes = tuple(GrantShape.of(grant) for grant in grants)
+    return Execute(partial(_scored_texts, shapes), params)
+
+
+@cache
+def _scored_texts(shapes: tuple[GrantShape, ...], caps: Capabilities) -> Select[Any]:
+    targets = bound_rows(caps, "r_targets", _TARGET_COLUMNS)
+    page, conditions = _page_fields(shapes, targets)
+    chunk = field_chunks
+    joined = page.outerjoin(
+        chunk,
+        and_(
+            same_record(chunk, fields),
+            chunk.c.path == fields.c.path,
+            chunk.c.chunk_no < bindparam("r_chunks", type_=Integer),
+        ),
+    )
+    return (
+        select(
+            fields.c.connection_id,
+            fields.c.stream,
+            fields.c.record_id,
+            fields.c.path,
+            fields.c.size_chars,
+            chunk.c.chunk_no,
+            chunk.c.text,
+        )
+        .select_from(joined)
+        .where(conditions)
+    )
+
+
+def field_texts(rows: Rows) -> dict[Target, tuple[str, int]]:
+    """`scored_texts`' answer: per target, (its first chunks' text, its whole length)."""
+    parts: dict[Target, dict[int, str]] = {}
+    sizes: dict[Target, int] = {}
+    for row in rows:
+        target = (row["connection_id"], row["stream"], row["record_id"], row["path"])
+        sizes[target] = int(row["size_chars"])
+        pieces = parts.setdefault(target, {})
+        if row["chunk_no"] is not None:
+            pieces[int(row["chunk_no"])] = row["text"]
+    return {
+        target: ("".join(parts[target][n] for n in sorted(parts[target])), sizes[target])
+        for target in sizes
+    }
+
+
+def times(grants: Sequence[StreamGrant], targets: Sequence[Target]) -> Execute:
+    """The normalised instant (`fields.time_value`) of each target field (the hits' order
+    field, where granted), visible records only (decoded by `time_values`)."""
+    params = {**_page_params(grants), "r_targets": _bound_json(targets)}
+    shapes = tuple(GrantShape.of(grant) for grant in grants)
+    return Execute(partial(_times, shapes), params)
+
+
+@cache
+def _times(shapes: tuple[GrantShape, ...], caps: Capabilities) -> Select[Any]:
+    targets = bound_rows(caps, "r_targets", _TARGET_COLUMNS)
+    page, conditions = _page_fields(shapes, targets)  # an instant is text: text-like kinds
+    return (
+        select(fields.c.connection_id, fields.c.stream, fields.c.record_id, fields.c.time_value)
+        .select_from(page)
+        .where(conditions)
+    )
+
+
+def time_values(rows: Rows) -> dict[tuple[str, str, str], str | None]:
+    """`times`' answer, by record key."""
+    return {
+        (row["connection_id"], row["stream"], row["record_id"]): row["time_value"] for row in rows
+    }
