@@ -155,7 +155,7 @@ def read_resource(ctx: click.Context, uri: str, grant: IO[bytes] | None, output:
     "--stream", "streams", multiple=True, metavar="STREAM", help="Search this stream (repeat)."
 )
 @click.option("--connection", "connection_id", metavar="CONNECTION_ID", help="One connection only.")
-@click.option("--filter", "filter_", metavar="JSON", help="A filter object (§11.1), as JSON.")
+@click.option("--filter", "filter", metavar="JSON", help="A filter object (§11.1), as JSON.")
 @click.option("--count", type=click.Choice(["none", "exact"]), help="exact: count every hit.")
 @click.option(
     "--order",
@@ -173,7 +173,7 @@ def search(
     *,
     streams: tuple[str, ...],
     connection_id: str | None,
-    filter_: str | None,
+    filter: str | None,
     count: str | None,
     order: str | None,
     limit: int | None,
@@ -187,8 +187,8 @@ def search(
         options["limit"] = limit
     if order is not None:
         options["order"] = order
-    if filter_ is not None:
-        options["filter"] = filter_
+    if filter is not None:
+        options["filter"] = filter
     if count is not None:
         options["count"] = count
     card = open_store(ctx).search(load_grant(grant), q, cursor=cursor, **options).to_dict()

@@ -145,7 +145,10 @@ def test_the_tool_inputs_are_the_catalogue_s_arguments() -> None:
 
 
 SERVED_INPUTS: dict[str, tuple[set[str], set[str]]] = {
-    "search": ({"q", "streams", "connection_id", "limit", "cursor"}, {"q"}),
+    "search": (
+        {"q", "streams", "connection_id", "filter", "order", "count", "limit", "cursor"},
+        {"q"},
+    ),
     "fetch": ({"id", "connection_id", "after_field"}, {"id"}),
     "read_record_field": (
         {
