@@ -44,6 +44,7 @@ from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import RecordRef, validate_field_path, validate_safe_name
 from pdpp_store._core.manifest import StreamSpec
 from pdpp_store._sql import catalogue as catalogue_sql
+from pdpp_store._sql import changes as changes_sql
 from pdpp_store._sql import query as query_sql
 from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import (
@@ -352,7 +353,7 @@ def query_records(
                 ctx.codec, since, bookmark_binding(grant.fingerprint(stream), stream)
             )
         if positions:
-            tops = query_sql.tops((yield query_sql.counter_tops(sorted(positions))))
+            tops = changes_sql.tops((yield changes_sql.counter_tops(sorted(positions))))
             for conn, seen in positions.items():
                 if seen > tops.get(conn, -1):
                     raise Gone(
@@ -369,9 +370,9 @@ def query_records(
     seqs: dict[tuple[str, str], int] = {}
     values: dict[tuple[str, str], query_sql.OrderValue] = {}
     if since is not None:
-        changes = query_sql.change_rows(
+        changes = changes_sql.change_rows(
             (
-                yield query_sql.changes_page(
+                yield changes_sql.changes_page(
                     stream_grant,
                     parsed,
                     connection_id=connection_id,

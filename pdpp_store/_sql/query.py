@@ -7,14 +7,15 @@ Rules:
    page takes the same condition without its `deleted` term (`with_deleted`), a deleted record
    giving a tombstone exactly where it would be visible were it not deleted.
 2. A filter is `filters.filter_condition`, beside the visibility condition, on the same rows.
-3. A page in field order joins each record's order value: the `field_values` row (element 0) of
+3. A page in field order reads each record's order value: the `field_values` row (element 0) of
    the order field, its `instant` where the order field holds date-times (`OrderKind`
-   `instant`), else its `num`; a record without one sorts after every record with one. Rows go
-   in the page's direction by (value, connection_id, record_id), keyset pages strictly after
-   the cursor's tuple: a page never skips or repeats a record while the data does not change.
-4. A page in key order is the same without the value. A changes page goes by
-   (connection_id, change_seq) ascending, strictly after the bookmark's position per
-   connection (a connection the bookmark does not name: from the beginning).
+   `instant`), else its `num`. The records with one come first (`valued_page`, along the value
+   index, or led by a selective equality's rows), then those without (`missing_page`, key
+   order). Rows go in the page's direction by (value, connection_id, record_id), keyset pages
+   strictly after the cursor's tuple: a page never skips or repeats a record while the data
+   does not change.
+4. A page in key order (`key_page`) is the same without the value. Changes pages are
+   `_sql.changes`'.
 5. The projected fields are read only for the page's keys and only for the granted paths chosen
    in Python before the statement is built; text-like values come as their first
    `preview_chars` code points (one chunk at most).
@@ -23,7 +24,7 @@ Rules:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache, partial
@@ -38,9 +39,7 @@ from sqlalchemy import (
     exists,
     func,
     literal_column,
-    or_,
     select,
-    true,
     tuple_,
 )
 
@@ -52,16 +51,12 @@ from .dialects import BoundColumns, Capabilities, bound_rows, exact_numeric
 from .filters import clause_rows, filter_condition
 from .reads import FIELD_META, field_info
 from .requests import Execute, Rows
-from .tables import change_counters, field_chunks, field_values, fields, records
+from .tables import field_chunks, field_values, fields, records
 from .visibility import GrantShape, grant_terms, in_ids, kind_in, same_record
 
 __all__ = [
-    "ChangeRow",
     "OrderKind",
     "PageRow",
-    "change_rows",
-    "changes_page",
-    "counter_tops",
     "few_matches",
     "key_page",
     "match_count",
@@ -70,7 +65,6 @@ __all__ = [
     "record_count",
     "row_fields",
     "row_previews",
-    "tops",
     "valued_page",
 ]
 
@@ -359,81 +353,6 @@ def record_count(
 
 def match_count(rows: Rows | None) -> int:
     return int(rows[0]["n"]) if rows else 0
-
-
-def changes_page(
-    grant: StreamGrant,
-    filter: Filter,
-    *,
-    connection_id: str | None,
-    positions: Mapping[str, int],
-    limit: int,
-) -> Execute:
-    """The next `limit` changes after `positions` (per connection, the last change seen) in
-    (connection_id, change_seq) order: visible records matching `filter` and tombstones of
-    records that would be visible were they not deleted (Rules 1, 4), decoded by
-    `change_rows`."""
-    shape, terms = grant_terms(grant)
-    scope = visibility.visible_records(shape, with_deleted=True)
-    if connection_id is not None:
-        scope = and_(scope, records.c.connection_id == connection_id)
-    named = sorted(positions)
-    since = [
-        and_(records.c.connection_id == conn, records.c.change_seq > positions[conn])
-        for conn in named
-    ]
-    if named:
-        since.append(records.c.connection_id.not_in(named))
-    statement = (
-        select(
-            records.c.connection_id,
-            records.c.record_id,
-            records.c.change_seq,
-            records.c.deleted,
-        )
-        .where(
-            scope,
-            or_(*since) if since else true(),
-            or_(records.c.deleted == True, filter_condition(filter, records)),  # noqa: E712
-        )
-        .order_by(records.c.connection_id, records.c.change_seq)
-        .limit(bindparam("q_limit", limit, type_=Integer))
-    )
-    return Execute(statement, dict(terms))
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeRow:
-    connection_id: str
-    record_id: str
-    change_seq: int
-    deleted: bool
-
-
-def change_rows(rows: Rows | None) -> list[ChangeRow]:
-    return [
-        ChangeRow(
-            str(row["connection_id"]),
-            str(row["record_id"]),
-            int(row["change_seq"]),
-            bool(row["deleted"]),
-        )
-        for row in rows or ()
-    ]
-
-
-def counter_tops(connection_ids: Sequence[str]) -> Execute:
-    """The change sequence's top of each named connection (decoded by `tops`)."""
-    return Execute(
-        select(change_counters.c.connection_id, change_counters.c.last_change_seq).where(
-            change_counters.c.connection_id.in_(list(connection_ids))
-        ),
-        bounded=True,
-    )
-
-
-def tops(rows: Rows | None) -> dict[str, int]:
-    return {str(row["connection_id"]): int(row["last_change_seq"]) for row in rows or ()}
 
 
 def row_fields(

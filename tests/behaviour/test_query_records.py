@@ -475,3 +475,12 @@ def test_both_plans_of_an_equality_filter_list_the_same_pages(
         assert [row["id"] for row in one] == [
             name for name in oracle.ordered(live, parsed, "desc")[0] if name.startswith("p2/")
         ]
+
+
+def test_an_unknown_field_under_a_grant_of_every_field_is_invalid_filter(store: StoreFront) -> None:
+    _setup(store)
+    every = Grant.from_dict({"grant_id": "all", "streams": [{"name": STREAM}]})
+    for raw in ({"nope": 1}, {"raw": "QUJD"}, {"n": {"gte": 1}}):  # undeclared, binary, no gte
+        with pytest.raises(BadRequest) as raised:
+            store.query_records(every, STREAM, filter=raw)
+        assert (raised.value.code, raised.value.param) == ("invalid_filter", "filter"), raw
