@@ -163,7 +163,21 @@ SERVED_INPUTS: dict[str, tuple[set[str], set[str]]] = {
         },
         {"field_path"},
     ),
-    "schema": (set(), set()),
+    "schema": ({"stream"}, set()),
+    "query_records": (
+        {
+            "stream",
+            "connection_id",
+            "filter",
+            "order",
+            "fields",
+            "limit",
+            "cursor",
+            "count",
+            "changes_since",
+        },
+        {"stream"},
+    ),
 }
 """What each tool's input schema offers an agent, written out (properties, required): the
 derivation above could agree with itself while both drift, so the served schema is also held to
