@@ -11,7 +11,9 @@ Per granted stream, in this order:
    granted, the aggregations and views naming granted fields only. Nothing read here names a
    field the grant does not cover.
 3. The figures, in SQL over the visible records of those connections (`_sql.discovery`): the
-   record count and the newest write, then, only when the order field is granted, its bounds.
+   record count and the newest write, then, only when the order field is granted, its bounds
+   (per connection, each end by a walk of the value index that stops at the first visible
+   record; the least and greatest of those).
    A stream no covered connection declares reads nothing and counts zero.
 
 `stream` narrows the answer to one stream: it must be a safe name the grant names
@@ -85,11 +87,18 @@ def _described(scope: StreamGrant, conns: list[str], specs: list[StreamSpec]) ->
     path = spec.order_field
     if path is not None and scope.allows_field(path):
         numeric = _numeric(spec, path)
-        bounds = discovery_sql.read_bounds(
-            (yield discovery_sql.order_bounds(scope, conns, path, numeric=numeric)) or [],
-            numeric=numeric,
-        )
-        order = StreamOrder(path, bounds.oldest, bounds.newest)
+        ends: list[list[Any]] = [[], []]
+        for conn in conns:
+            for newest in (False, True):
+                asked = discovery_sql.order_bounds(
+                    scope, conn, path, numeric=numeric, newest=newest
+                )
+                found = discovery_sql.read_bound((yield asked) or [], numeric=numeric)
+                if found is not None:
+                    ends[newest].append(found)
+        oldest = min(ends[0]) if ends[0] else None
+        latest = max(ends[1]) if ends[1] else None
+        order = StreamOrder(path, oldest, latest)
     return StreamSchema(
         scope.name,
         tuple(conns),

@@ -11,9 +11,10 @@ Rules:
    parameter), so the primary key `(connection_id, stream, ...)` and the order field's
    `field_values` index `(connection_id, stream, path, ...)` lead every scan.
 3. The order field's bounds come from `field_values` (the comparable forms the write path
-   stores): instants where the field's declared type holds strings, numbers where it holds only
-   numbers, as `query_records` orders it; a value with no such form is no bound. Statements are
-   asked only for an order field the grant covers (the operation decides).
+   stores), one connection and one end at a time, walking its value index from that end:
+   instants where the field's declared type holds strings, numbers where it holds only
+   numbers, as `query_records` orders it; a value with no such form is no bound. Statements
+   are asked only for an order field the grant covers (the operation decides).
 4. The last write is the newest `updated_at` among the visible records: a delete, or a write of
    a record the grant cannot see, dates nothing.
 """
@@ -36,10 +37,9 @@ from .tables import field_values, records
 from .visibility import GrantShape, grant_params, in_ids, same_record
 
 __all__ = [
-    "OrderBounds",
     "StreamFigures",
     "order_bounds",
-    "read_bounds",
+    "read_bound",
     "read_figures",
     "stream_figures",
 ]
@@ -89,40 +89,42 @@ def read_figures(rows: Rows) -> StreamFigures:
 
 
 def order_bounds(
-    grant: StreamGrant, connection_ids: Sequence[str], path: str, *, numeric: bool
+    grant: StreamGrant, connection_id: str, path: str, *, numeric: bool, newest: bool
 ) -> Execute:
-    """The least and greatest comparable value of field `path` among the visible records: its
-    instants, or with `numeric` its numbers (rule 3)."""
-    params = {**_params(grant, connection_ids), "d_path": path}
-    return Execute(_order_bounds(GrantShape.of(grant), numeric), params)
+    """The least (or with `newest` the greatest) comparable value of field `path` among the
+    visible records of one connection: its instants, or with `numeric` its numbers (rule 3).
+    The value index `(connection_id, stream, path, value)` is walked from that end and the walk
+    stops at the first visible record, so a bound costs what finding one visible record costs,
+    not a pass over the stream."""
+    params = {**grant_params(grant), "d_conn": connection_id, "d_path": path}
+    return Execute(_order_bound(GrantShape.of(grant), numeric, newest), params)
 
 
-@lru_cache(maxsize=128)
-def _order_bounds(shape: GrantShape, numeric: bool) -> Select[str, str]:
+@lru_cache(maxsize=256)
+def _order_bound(shape: GrantShape, numeric: bool, newest: bool) -> Select[str]:
     column = field_values.c.num if numeric else field_values.c.instant
-    # as text: a NUMERIC aggregate has no result type a driver-level read can decode alike
-    oldest, newest = cast(func.min(column), Text), cast(func.max(column), Text)
+    # as text: a NUMERIC value has no result type a driver-level read can decode alike
     return (
-        select(oldest.label("oldest"), newest.label("newest"))
+        select(cast(column, Text).label("bound"))
         .select_from(field_values.join(records, same_record(field_values, records)))
         .where(
-            in_ids(field_values.c.connection_id, "d_conns"),
+            field_values.c.connection_id == bindparam("d_conn"),
             field_values.c.stream == bindparam("g_stream"),
             and_(field_values.c.path == bindparam("d_path"), field_values.c.element == 0),
             column.is_not(None),
             visibility.visible_records(shape),
         )
+        .order_by(column.desc() if newest else column.asc())
+        .limit(1)
     )
 
 
-class OrderBounds:
-    """`order_bounds`' answer: instants as stored (`...Z`), numbers as int or float."""
-
-    __slots__ = ("newest", "oldest")
-
-    def __init__(self, oldest: str | int | float | None, newest: str | int | float | None) -> None:
-        self.oldest = oldest
-        self.newest = newest
+def read_bound(rows: Rows, *, numeric: bool) -> str | int | float | None:
+    """`order_bounds`' answer: an instant as stored (`...Z`), a number as int or float."""
+    if not rows or rows[0]["bound"] is None:
+        return None
+    value = rows[0]["bound"]
+    return _number(value) if numeric else str(value)
 
 
 def _number(text: object) -> int | float | None:
@@ -131,10 +133,3 @@ def _number(text: object) -> int | float | None:
         return None
     exact = Decimal(str(text))
     return int(exact) if exact == exact.to_integral_value() else float(exact)
-
-
-def read_bounds(rows: Rows, *, numeric: bool) -> OrderBounds:
-    row = rows[0] if rows else {"oldest": None, "newest": None}
-    if numeric:
-        return OrderBounds(_number(row["oldest"]), _number(row["newest"]))
-    return OrderBounds(row["oldest"], row["newest"])

@@ -164,7 +164,7 @@ def test_visibility_removed_fails_the_proof(
 
     monkeypatch.setattr(sql, "visible_records", everything_visible)
     discovery_sql._stream_figures.cache_clear()
-    discovery_sql._order_bounds.cache_clear()
+    discovery_sql._order_bound.cache_clear()
     try:
         for grant in FIXED[:3]:
             with pytest.raises(AssertionError):
@@ -172,4 +172,4 @@ def test_visibility_removed_fails_the_proof(
     finally:
         monkeypatch.undo()
         discovery_sql._stream_figures.cache_clear()
-        discovery_sql._order_bounds.cache_clear()
+        discovery_sql._order_bound.cache_clear()
