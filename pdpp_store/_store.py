@@ -37,6 +37,7 @@ from ._core.manifest import Manifest
 from ._core.selector import SelectorArgs
 from ._opening import DEFAULT_BATCH_SIZE, Opening, opened_async, opened_sync
 from ._ops import aggregate as _aggregate
+from ._ops import query as _query
 from ._ops import reads as _reads
 from ._ops import search as _search
 from ._ops import writes as _ingest
@@ -48,6 +49,7 @@ from ._ops.catalogue import (
     DESCRIBE_FIELD,
     DESCRIBE_GRANT,
     PUT_BLOB,
+    QUERY_RECORDS,
     READ_BLOB_RANGE,
     READ_FIELD_WINDOW,
     READ_RECORD,
@@ -80,6 +82,7 @@ from .evidence import (
     FieldInfo,
     FieldWindow,
     GrantSchema,
+    RecordPage,
     RecordView,
     SearchPage,
     UpsertResult,
@@ -89,6 +92,7 @@ __all__ = ["AsyncStore", "Store"]
 
 T = TypeVar("T")
 RecordInput = RecordRef | UnscopedRecordRef | str
+FilterInput = Mapping[str, Any] | str | None
 
 
 def _check_grace(older_than: object) -> timedelta:
@@ -156,6 +160,34 @@ class _StoreCore:
             cursor=cursor,
         )
 
+    def _op_query_records(
+        self,
+        grant: Grant,
+        stream: str,
+        *,
+        connection_id: str | None,
+        filter: FilterInput,
+        order: str,
+        fields: Sequence[str] | None,
+        limit: int,
+        cursor: str | None,
+        count: str,
+        changes_since: str | None,
+    ) -> Op[RecordPage]:
+        return _query.query_records(
+            self._ctx,
+            grant,
+            stream,
+            connection_id=connection_id,
+            filter=filter,
+            order=order,
+            fields=fields,
+            limit=limit,
+            cursor=cursor,
+            count=count,
+            changes_since=changes_since,
+        )
+
     def _op_aggregate(  # noqa: PLR0913 - the operation's arguments
         self,
         grant: Grant,
@@ -167,7 +199,7 @@ class _StoreCore:
         group_by_time: str | None,
         granularity: str,
         time_zone: str,
-        filter: Mapping[str, Any] | str | None,
+        filter: FilterInput,
         connection_id: str | None,
         limit: int,
     ) -> Op[AggregateResult]:
@@ -390,7 +422,7 @@ class Store(_StoreCore):
         group_by_time: str | None = None,
         granularity: str = "month",
         time_zone: str = "UTC",
-        filter: Mapping[str, Any] | str | None = None,
+        filter: FilterInput = None,
         connection_id: str | None = None,
         limit: int = 25,
     ) -> AggregateResult:
@@ -417,6 +449,41 @@ class Store(_StoreCore):
 
     def describe_grant(self, grant: Grant) -> GrantSchema:
         return self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
+
+    def query_records(
+        self,
+        grant: Grant,
+        stream: str,
+        *,
+        connection_id: str | None = None,
+        filter: FilterInput = None,
+        order: str = "desc",
+        fields: Sequence[str] | None = None,
+        limit: int = 25,
+        cursor: str | None = None,
+        count: str = "none",
+        changes_since: str | None = None,
+    ) -> RecordPage:
+        """A page of the stream's visible records (docs/contract.md §11.2): filtered (`filter`, an
+        object or its JSON text), ordered by the stream's order field (`order` "desc" or "asc";
+        key order when the grant does not cover it), projected (`fields`), `limit` 1..100, with
+        the signed `cursor` of the previous page, `count="exact"`, or the changes since a
+        bookmark (`changes_since`: "beginning" or a page's `next_changes_since`)."""
+        return self._run(
+            QUERY_RECORDS,
+            self._op_query_records(
+                grant,
+                stream,
+                connection_id=connection_id,
+                filter=filter,
+                order=order,
+                fields=fields,
+                limit=limit,
+                cursor=cursor,
+                count=count,
+                changes_since=changes_since,
+            ),
+        )
 
     def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
@@ -623,7 +690,7 @@ class AsyncStore(_StoreCore):
         group_by_time: str | None = None,
         granularity: str = "month",
         time_zone: str = "UTC",
-        filter: Mapping[str, Any] | str | None = None,
+        filter: FilterInput = None,
         connection_id: str | None = None,
         limit: int = 25,
     ) -> AggregateResult:
@@ -647,6 +714,37 @@ class AsyncStore(_StoreCore):
 
     async def describe_grant(self, grant: Grant) -> GrantSchema:
         return await self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
+
+    async def query_records(
+        self,
+        grant: Grant,
+        stream: str,
+        *,
+        connection_id: str | None = None,
+        filter: FilterInput = None,
+        order: str = "desc",
+        fields: Sequence[str] | None = None,
+        limit: int = 25,
+        cursor: str | None = None,
+        count: str = "none",
+        changes_since: str | None = None,
+    ) -> RecordPage:
+        """As `Store.query_records`."""
+        return await self._run(
+            QUERY_RECORDS,
+            self._op_query_records(
+                grant,
+                stream,
+                connection_id=connection_id,
+                filter=filter,
+                order=order,
+                fields=fields,
+                limit=limit,
+                cursor=cursor,
+                count=count,
+                changes_since=changes_since,
+            ),
+        )
 
     async def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None

@@ -35,6 +35,13 @@ Rules:
    none) | the needle as written (UTF-8) | mac`, MACed over the window binding (record, field,
    grant) like a window cursor, so the same rules hold: another record, field or grant is
    `invalid_cursor`; a changed field is `stale_cursor`.
+7. `query_records` cursors use the same keys and MAC with their own version bytes: a list page
+   cursor (`LIST_VERSION`, `mint_list_page`/`open_list_page`: the position after the page's last
+   row) is bound to the grant, stream, connection, filter, order, fields and mode
+   (`list_binding`); a changes bookmark (`BOOKMARK_VERSION`, `mint_bookmark`/`open_bookmark`:
+   per connection, the last change seen) is bound to the grant and stream only
+   (`bookmark_binding`), so it may be asked again with another filter or projection. Bodies are
+   canonical JSON; neither is accepted as the other, nor as a search or window cursor.
 """
 
 from __future__ import annotations
@@ -57,12 +64,20 @@ __all__ = [
     "CursorCodec",
     "CursorKey",
     "CursorState",
+    "bookmark_binding",
     "cursor_binding",
+    "list_binding",
+    "mint_bookmark",
+    "mint_list_page",
+    "open_bookmark",
+    "open_list_page",
 ]
 
 VERSION = 1
 PAGE_VERSION = 2
 MATCH_VERSION = 3
+LIST_VERSION = 4
+BOOKMARK_VERSION = 5
 _MAX_PAGE_TOKEN_CHARS = 16384
 MAX_CURSOR_OFFSET = 2**63 - 1
 _PREFIX_BYTES = 16
@@ -449,3 +464,109 @@ def _mac(key: CursorKey, header: bytes, binding: bytes, body: bytes) -> bytes:
     outer = outer_pad.copy()
     outer.update(inner.digest())
     return outer.digest()[:_MAC_BYTES]
+
+
+def _parts_binding(domain: bytes, parts: Sequence[bytes | str]) -> bytes:
+    hasher = hashlib.sha256(domain)
+    for part in parts:
+        data = part if isinstance(part, bytes) else part.encode("utf-8", "surrogatepass")
+        hasher.update(len(data).to_bytes(8, "big"))
+        hasher.update(data)
+    return hasher.digest()[:16]
+
+
+def list_binding(
+    grant_fingerprint: bytes,
+    stream: str,
+    connection_id: str | None,
+    filter_fingerprint: bytes,
+    order: str,
+    fields: Sequence[str] | None,
+    mode: str,
+) -> bytes:
+    """The 16 bytes a `query_records` page cursor is bound to (Rule 7)."""
+    shown = "\x00" if fields is None else json.dumps(list(fields), ensure_ascii=False)
+    return _parts_binding(
+        b"pdpp-store/list-page/v1",
+        [grant_fingerprint, stream, connection_id or "", filter_fingerprint, order, shown, mode],
+    )
+
+
+def bookmark_binding(grant_fingerprint: bytes, stream: str) -> bytes:
+    """The 16 bytes a changes bookmark is bound to: the grant and the stream (Rule 7)."""
+    return _parts_binding(b"pdpp-store/changes-bookmark/v1", [grant_fingerprint, stream])
+
+
+def _mint_json(codec: CursorCodec, version: int, binding: bytes, value: object) -> str:
+    _check_binding(binding)
+    header = bytes((version, codec.active.key_id))
+    body = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+        "utf-8", "surrogatepass"
+    )
+    return _b64encode(header + body + _mac(codec.active, header, binding, body))
+
+
+def _open_json(
+    codec: CursorCodec, token: object, version: int, binding: bytes, what: str
+) -> object:
+    _check_binding(binding)
+    data = _decode_long(token, version)
+    header, body, mac = data[:2], data[2:-_MAC_BYTES], data[-_MAC_BYTES:]
+    if not _signed(codec.keys(data[1]), header, binding, body, mac):
+        raise _page_invalid(f"is not valid for this {what}")
+    try:
+        return json.loads(body.decode("utf-8"))
+    except ValueError:
+        raise _page_invalid("is malformed") from None
+
+
+ListPosition = tuple[str | int | float | None, str, str]
+"""After which row a list page goes on: (order value or None, connection_id, record_id)."""
+
+
+def mint_list_page(codec: CursorCodec, binding: bytes, position: ListPosition) -> str:
+    return _mint_json(codec, LIST_VERSION, binding, list(position))
+
+
+def open_list_page(codec: CursorCodec, token: object, binding: bytes) -> ListPosition:
+    """The position a list page cursor names, or `invalid_cursor` (a cursor of another grant,
+    stream, connection, filter, order, fields or mode fails the MAC)."""
+    value = _open_json(
+        codec, token, LIST_VERSION, binding, "grant, stream, filter, order and fields"
+    )
+    if not (
+        isinstance(value, list)
+        and len(value) == 3
+        and (value[0] is None or isinstance(value[0], str | int | float))
+        and not isinstance(value[0], bool)
+        and all(isinstance(part, str) for part in value[1:])
+    ):
+        raise _page_invalid("is malformed")
+    return value[0], value[1], value[2]
+
+
+def mint_bookmark(codec: CursorCodec, binding: bytes, positions: dict[str, int]) -> str:
+    """A changes bookmark: per connection, the last change seen (Rule 7)."""
+    return _mint_json(
+        codec, BOOKMARK_VERSION, binding, {k: positions[k] for k in sorted(positions)}
+    )
+
+
+def open_bookmark(
+    codec: CursorCodec, token: object, binding: bytes, *, param: str = "changes_since"
+) -> dict[str, int]:
+    try:
+        value = _open_json(codec, token, BOOKMARK_VERSION, binding, "grant and stream")
+    except BadRequest as exc:
+        raise BadRequest(
+            "invalid_cursor", exc.message.replace("cursor", param, 1), param=param
+        ) from None
+    if not (
+        isinstance(value, dict)
+        and all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in value.items()
+        )
+    ):
+        raise BadRequest("invalid_cursor", f"{param} is malformed", param=param)
+    return dict(value)

@@ -33,6 +33,7 @@ __all__ = [
     "DESCRIBE_FIELD",
     "DESCRIBE_GRANT",
     "PUT_BLOB",
+    "QUERY_RECORDS",
     "READ_BLOB_RANGE",
     "READ_FIELD_WINDOW",
     "READ_RECORD",
@@ -199,6 +200,23 @@ SEARCH = Operation(
     ("SearchPage",),
 )
 DESCRIBE_GRANT = Operation("describe_grant", "read", (_GRANT,), ("GrantSchema",))
+QUERY_RECORDS = Operation(
+    "query_records",
+    "read",
+    (
+        _GRANT,
+        _required("stream", "string"),
+        _CONNECTION,
+        _optional("filter", "object"),
+        _optional("order", "string"),
+        _optional("fields", "strings"),
+        _optional("limit", "integer"),
+        _optional("cursor", "string"),
+        _optional("count", "string"),
+        _optional("changes_since", "string"),
+    ),
+    ("RecordPage",),
+)
 
 CATALOGUE: dict[str, Operation] = {
     op.name: op
@@ -219,6 +237,7 @@ CATALOGUE: dict[str, Operation] = {
         AGGREGATE,
         SEARCH,
         DESCRIBE_GRANT,
+        QUERY_RECORDS,
     )
 }
 """Every operation of the store by name, in the order the docs list them."""

@@ -50,6 +50,7 @@ from pdpp_store._core.filters import Filter
 from pdpp_store._core.grants import StreamGrant
 
 from .dialects import Capabilities
+from .filters import filter_condition
 from .requests import Execute, Row, Rows
 from .tables import field_values, records
 from .visibility import grant_terms, same_record, visible_records
@@ -93,8 +94,6 @@ def _where(grant: StreamGrant, connection_id: str | None, filter: Filter) -> tup
     if connection_id is not None:
         conditions.append(records.c.connection_id == bindparam("a_conn"))
     if filter:
-        from .filters import filter_condition  # noqa: PLC0415 - until the builder merges
-
         conditions.append(filter_condition(filter, records))
     return tuple(conditions)
 

@@ -11,7 +11,8 @@ owns it, so the builders use one name for it:
 - `IdList`, the type of that parameter (a text array where lists bind as arrays, else JSON);
 - `insert_ignoring`, the dialect's `INSERT .. ON CONFLICT DO NOTHING` construct;
 - `bound_rows`, rows bound as one JSON parameter, read back as a table;
-- `exact_number`, a number parameter as the exact value of a NUMERIC column.
+- `exact_number`, a number parameter as the exact value of a NUMERIC column, and
+  `exact_numeric`, the same for a bound value in a SQLAlchemy statement.
 
 Rules:
 1. A difference between the databases is written here as a capability (a fact about what the
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache, lru_cache
 from typing import Any
 
@@ -35,6 +37,7 @@ from sqlalchemy import (
     ColumnElement,
     Insert,
     Integer,
+    Numeric,
     Subquery,
     Text,
     bindparam,
@@ -50,7 +53,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import GenericFunction
-from sqlalchemy.types import TypeDecorator, TypeEngine
+from sqlalchemy.types import NullType, TypeDecorator, TypeEngine
 
 __all__ = [
     "MAX_SQL_INT",
@@ -62,6 +65,7 @@ __all__ = [
     "bound_rows",
     "capabilities",
     "exact_number",
+    "exact_numeric",
     "greatest",
     "id_set",
     "insert_ignoring",
@@ -336,3 +340,29 @@ def exact_number(marker: str, caps: Capabilities) -> str:
     if caps.name == "postgresql":
         return f"CAST(CAST({marker} AS TEXT) AS NUMERIC)"
     return marker
+
+
+class ExactNumber(TypeDecorator[Any]):
+    """A number bound as the exact value `exact_number` stores (`field_values.num`): on a
+    database that converts a double to NUMERIC through 15 significant digits (Postgres), a
+    float binds as the decimal of its shortest text (Python's `repr`, the same digits Postgres
+    writes for a double since version 12), an int as itself; elsewhere (SQLite) the int or float
+    binds as it is and compares as the stored one does."""
+
+    impl = Numeric
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == POSTGRESQL.name:
+            return dialect.type_descriptor(Numeric())
+        return dialect.type_descriptor(NullType())  # no processing: SQLite's Numeric rounds
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if isinstance(value, float) and dialect.name == POSTGRESQL.name:
+            return Decimal(repr(value))
+        return value
+
+
+def exact_numeric(value: int | float) -> ColumnElement[Any]:
+    """`value` as a bound parameter compared exactly with `field_values.num` (`ExactNumber`)."""
+    return bindparam(None, value, type_=ExactNumber(), unique=True)

@@ -135,13 +135,15 @@ def _grant_params(grant: StreamGrant, prefix: str) -> dict[str, Any]:
     return params
 
 
-def visible_records(shape: GrantShape, prefix: str = "g") -> ColumnElement[bool]:
+def visible_records(
+    shape: GrantShape, prefix: str = "g", *, with_deleted: bool = False
+) -> ColumnElement[bool]:
     """A stream grant's terms as a condition on `records` (Rule 1), parameters named by
-    `grant_params` with the same prefix."""
-    conditions: list[ColumnElement[bool]] = [
-        records.c.stream == bindparam(f"{prefix}_stream"),
-        records.c.deleted == False,  # noqa: E712 - SQL comparison
-    ]
+    `grant_params` with the same prefix. `with_deleted` leaves out the `deleted` term, for a
+    changes page's tombstones: a deleted record whose key the grant would show."""
+    conditions: list[ColumnElement[bool]] = [records.c.stream == bindparam(f"{prefix}_stream")]
+    if not with_deleted:
+        conditions.append(records.c.deleted == False)  # noqa: E712 - SQL comparison
     if shape.instances:
         conditions.append(in_ids(records.c.connection_id, f"{prefix}_instances"))
     if shape.resources:

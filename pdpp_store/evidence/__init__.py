@@ -26,6 +26,7 @@ from .continuation import Continuation
 from .error import ERROR_SCHEMA
 from .field import FieldInfo
 from .grant_schema import FieldSchema, GrantSchema, StreamSchema
+from .page import PageOrder, RecordPage, RecordRow, RecordTombstone
 from .record import FieldPreview, RecordView
 from .search import MatchExcerpt, SearchHit, SearchPage
 from .upsert import UpsertResult
@@ -46,7 +47,11 @@ __all__ = [
     "FieldWindow",
     "GrantSchema",
     "MatchExcerpt",
+    "PageOrder",
     "RecordCard",
+    "RecordPage",
+    "RecordRow",
+    "RecordTombstone",
     "RecordView",
     "SearchHit",
     "SearchPage",
@@ -72,6 +77,10 @@ CARDS: tuple[type[Any], ...] = (
     FieldSchema,
     StreamSchema,
     GrantSchema,
+    PageOrder,
+    RecordRow,
+    RecordTombstone,
+    RecordPage,
     AggregateGroup,
     AggregateResult,
 )

@@ -186,5 +186,6 @@ ABSENT_OPERATIONS: dict[str, str] = {
     "describe_field": "read_record_field refuses a field that is not text with its metadata, "
     "and fetch shows binary fields as metadata only",
     "read_blob_range": "the MCP server shows a blob's metadata, never its bytes",
+    "query_records": "no tool yet: the library operation comes first, its tool next",
 }
 """Read operations no tool performs, each with the reason."""

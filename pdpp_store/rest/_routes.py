@@ -279,6 +279,7 @@ ABSENT_OPERATIONS: dict[str, str] = {
     "read_resource": "pdpp:// URIs are the MCP server's addresses; REST addresses the same "
     "records and windows by path",
     "describe_grant": "no route yet: the client holds the grant its token was issued for",
+    "query_records": "no route yet: the library operation comes first, its route next",
 }
 """Read operations no route calls, each with the reason."""
 

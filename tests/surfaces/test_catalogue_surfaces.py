@@ -102,10 +102,10 @@ async def test_the_check_sees_a_read_operation_no_surface_has(store: AsyncStore)
     a route or tool that performs nothing listed, and a reason that is not one."""
     catalogue = {
         **CATALOGUE,
-        "query_records": dataclasses.replace(CATALOGUE["search"], name="query_records"),
+        "list_everything": dataclasses.replace(CATALOGUE["search"], name="list_everything"),
     }
     routes, tools = await rest_routes(store), await mcp_tools(store)
-    missing = "query_records: a read no route or tool performs, and not listed as absent"
+    missing = "list_everything: a read no route or tool performs, and not listed as absent"
     assert uncovered(catalogue, routes, ROUTE_OPERATIONS, REST_ABSENT) == [missing]
     assert uncovered(catalogue, tools, TOOL_OPERATIONS, MCP_ABSENT) == [missing]
 
