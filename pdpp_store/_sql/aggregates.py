@@ -283,6 +283,20 @@ def _inner(
     return statement.subquery("a_rows")
 
 
+def _largest_first(plan: AggregatePlan, caps: Capabilities, metric: list[Any]) -> list[Any]:
+    """Groups by their value, largest first: a sum of nothing is 0, a min or max of nothing
+    (null) comes last. Where sums are built from parts (Rule 2), they are ordered by the parts
+    added as a double: exact while sums stay within 2**53, else by the nearest doubles."""
+    if plan.metric == "sum":
+        if caps.sums_exactly:
+            return [func.coalesce(metric[0].element, 0).desc()]
+        high, low, real = (column.element for column in metric[:3])
+        added = func.coalesce(high, 0) * literal_column("4294967296.0") + func.coalesce(low, 0)
+        return [(added + real).desc()]
+    value = metric[0].element
+    return [case((value.is_(None), 1), else_=0), value.desc()]
+
+
 def aggregate(
     plan: AggregatePlan, grant: StreamGrant, connection_id: str | None, filter: Filter
 ) -> Execute:
@@ -294,17 +308,10 @@ def aggregate(
         metric = _metric(plan, caps, rows)
         if plan.group_by is None and plan.group_by_time is None:
             return select(*metric).select_from(rows)
-        order_value = metric[0] if plan.metric != "sum" or caps.sums_exactly else None
         total = func.sum(func.count()).over().label("total")
         if plan.group_by is not None:
             keys = [rows.c.g_kind, rows.c.g_text, rows.c.g_num]
-            ordering: list[Any] = []
-            if order_value is not None:
-                value = order_value.element
-                ordering = [case((value.is_(None), 1), else_=0), value.desc()]
-            else:
-                ordering = [(func.coalesce(metric[0].element, 0) * 4294967296
-                             + func.coalesce(metric[1].element, 0) + metric[2].element).desc()]
+            ordering = _largest_first(plan, caps, metric)
             ordering += [rows.c.g_kind, rows.c.g_text, rows.c.g_num]
             return (
                 select(*keys, *metric, func.count().label("records"), total)
