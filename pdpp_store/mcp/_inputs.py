@@ -39,6 +39,7 @@ _TYPES: dict[str, dict[str, Any]] = {
     "integer": {"type": "integer"},
     "strings": {"type": "array", "items": _STRING},
     "field": _STRING,
+    "object": {"type": "object"},
 }
 """The JSON Schema of each catalogue argument type a tool takes (rule 1); `record` and `grant`
 are rendered by `_properties` (rules 2 and 3)."""
@@ -123,6 +124,20 @@ _TOOLS: dict[str, ToolInput] = {
         record_by_parts=True,
     ),
     "schema": ToolInput("describe_grant"),
+    "aggregate": ToolInput(
+        "aggregate",
+        details={
+            "metric": {"enum": ["count", "sum", "min", "max", "count_distinct"]},
+            "field": {"description": "The field sum/min/max/count_distinct read."},
+            "group_by": {"description": "Largest groups first."},
+            "group_by_time": {"description": "Time buckets of this field, oldest first."},
+            "granularity": {"enum": ["hour", "day", "week", "month", "year"]},
+            "time_zone": {"description": "IANA zone of the buckets (default UTC)."},
+            "filter": {"description": 'One clause per field: {"f": v}, {"f": {"in": [..]}}, '
+                       '{"f": {"gte": v}}.'},
+            "limit": {"minimum": 1, "maximum": 100},
+        },
+    ),
 }
 
 
@@ -178,6 +193,7 @@ TOOL_OPERATIONS: dict[str, tuple[str, ...]] = {
     "fetch": ("read_record", "read_resource", "blob_info"),
     "read_record_field": ("read_field_window",),
     "schema": ("describe_grant",),
+    "aggregate": ("aggregate",),
 }
 """The catalogued operations each tool performs (fetch reads a record, a field-window URI or a
 blob's metadata); tests hold the published tools to the catalogue with it."""

@@ -27,6 +27,7 @@ import mcp_types as types
 
 from pdpp_store import FieldWindow, FieldWindowRef, RecordRef, StoreError
 from pdpp_store.evidence import text as evidence_text
+from pdpp_store.evidence.aggregate import aggregate_text
 
 from .calls import as_tool_call
 
@@ -241,6 +242,16 @@ def search_result(page: Any) -> types.CallToolResult:
                     )
                 )
     card["next"] = None if card["next"] is None else as_tool_call(card["next"])
+    return types.CallToolResult(content=content, structured_content=card)
+
+
+def aggregate_result(answer: Any) -> types.CallToolResult:
+    """An aggregate: a compact table in `content[]`, the same numbers in `structuredContent`,
+    each group with `call`, the tool call that lists its records (None where there is none)."""
+    card = answer.to_dict()
+    content = [_text(aggregate_text(card, as_tool_call))]
+    for group in card.get("groups") or []:
+        group["call"] = None if group["query"] is None else as_tool_call(group["query"])
     return types.CallToolResult(content=content, structured_content=card)
 
 

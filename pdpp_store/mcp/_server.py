@@ -151,7 +151,17 @@ async def schema(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> typ
     return render.schema_result(await store.describe_grant(grant))
 
 
+async def aggregate(
+    store: AsyncStore, grant: Grant, raw: Mapping[str, Any]
+) -> types.CallToolResult:
+    args = _arguments(raw, _ACCEPTED["aggregate"])
+    stream = _string(args, "stream")
+    query = {name: value for name, value in args.items() if name != "stream"}
+    return render.aggregate_result(await store.aggregate(grant, stream, **query))
+
+
 HANDLERS: dict[str, Handler] = {
+    "aggregate": aggregate,
     "search": search,
     "fetch": fetch,
     "read_record_field": read_record_field,

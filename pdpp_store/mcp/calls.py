@@ -6,7 +6,8 @@ Imports no SDK: the CLI renders the same text as `content[]` with these calls, w
 Rules:
 1. A continuation names a library operation and its arguments (`pdpp_store.evidence`); the tool
    that performs it is fixed here, once: `read_field_window` is `read_record_field`,
-   `read_record` and `blob_info` are `fetch`, `search` is `search`.
+   `read_record` and `blob_info` are `fetch`, `search` is `search`, `query_records` is
+   `query_records` (an aggregate group's records) once the server has that tool.
 2. Argument names follow the tool's input schema (`record` is `id`, `field` is `field_path`;
    `_inputs` derives the schemas from the catalogue); a blob is fetched by its `pdpp://blob/`
    URI.
@@ -27,6 +28,7 @@ TOOL_OF_OPERATION = {
     "read_record": "fetch",
     "blob_info": "fetch",
     "search": "search",
+    "query_records": "query_records",
 }
 _RENAMED = {"record": "id", "field": "field_path"}
 _ACCEPTED = {tool: frozenset(schema["properties"]) for tool, schema in TOOL_INPUTS.items()}
@@ -40,7 +42,7 @@ def as_tool_call(continuation: Mapping[str, Any]) -> dict[str, Any] | None:
     operation = continuation.get("operation")
     tool = TOOL_OF_OPERATION.get(operation) if isinstance(operation, str) else None
     arguments = continuation.get("arguments") or {}
-    if tool is None:
+    if tool is None or tool not in _ACCEPTED:  # a tool not served (yet): no call
         return None
     if operation == "blob_info":
         return {"tool": tool, "arguments": {"id": f"pdpp://blob/{arguments['blob_id']}"}}
