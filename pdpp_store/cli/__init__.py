@@ -15,6 +15,7 @@
     pdpp-store [--db URL] blob put FILE --mime-type TYPE      Store.put_blob
     pdpp-store [--db URL] search Q --grant FILE               Store.search
     pdpp-store [--db URL] grant describe --grant FILE         Store.describe_grant
+    pdpp-store [--db URL] aggregate STREAM --grant FILE       Store.aggregate
     pdpp-store [--db URL] serve --tokens FILE [--host] [--port] [--workers] [--public-url]
                                                                pdpp_store.serve.run
     pdpp-store [--db URL] mcp --grant FILE                    pdpp_store.mcp.serve_stdio
@@ -38,7 +39,7 @@ Rules:
 5. Like every surface, this package imports public names only (and its own `_io`, `_root`).
 
 A package with a module per command group (`owner`, `reads`, `blobs`, `grants`, `serving`,
-`demo`), each command a dozen lines of options around one library call; what they share is in
+`demo`, `aggregate`), each command a dozen lines of options around one library call; what they share is in
 `_io` (the store and grant options, JSON reading, `--format`) and `_root` (the group and its
 error envelope). A new group is a new module, imported below so that its commands register, and
 its operations listed in `OPERATIONS`.
@@ -49,12 +50,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from . import blobs, demo, grants, owner, reads, serving
+from . import aggregate, blobs, demo, grants, owner, reads, serving
 from ._root import DEFAULT_URL, URL_ENV, cli
 
 __all__ = ["DEFAULT_URL", "IO_PARAMS", "OPERATIONS", "URL_ENV", "Shell", "cli", "main"]
 
-_COMMAND_GROUPS = (blobs, demo, grants, owner, reads, serving)
+_COMMAND_GROUPS = (aggregate, blobs, demo, grants, owner, reads, serving)
 """The modules whose commands register on `cli` when imported."""
 
 
@@ -85,6 +86,7 @@ OPERATIONS: dict[str, Shell] = {
     "read_blob_range": Shell(("blob", "read")),
     "search": Shell(("search",)),
     "describe_grant": Shell(("grant", "describe")),
+    "aggregate": Shell(("aggregate",)),
 }
 """Every library operation's command (rule 4)."""
 
