@@ -53,7 +53,8 @@ from .dialects import Capabilities
 from .filters import filter_condition
 from .requests import Execute, Row, Rows
 from .tables import field_values, records
-from .visibility import grant_terms, same_record, visible_records
+from . import visibility
+from .visibility import grant_terms, same_record
 
 __all__ = [
     "AggregatePlan",
@@ -90,7 +91,7 @@ def _value_join(table: Any, param: str) -> ColumnElement[bool]:
 
 def _where(grant: StreamGrant, connection_id: str | None, filter: Filter) -> tuple[Any, ...]:
     shape, _ = grant_terms(grant)
-    conditions: list[ColumnElement[bool]] = [visible_records(shape)]
+    conditions: list[ColumnElement[bool]] = [visibility.visible_records(shape)]
     if connection_id is not None:
         conditions.append(records.c.connection_id == bindparam("a_conn"))
     if filter:

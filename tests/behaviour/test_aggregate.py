@@ -235,7 +235,7 @@ def test_aggregates_are_the_oracles(store: StoreFront) -> None:
     store.register_manifest(AGG_MANIFEST)
 
     @settings(
-        max_examples=30,
+        max_examples=12,
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture],
         phases=[Phase.explicit, Phase.reuse, Phase.generate],  # shrinking is slow here
