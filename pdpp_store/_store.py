@@ -188,7 +188,7 @@ class _StoreCore:
             changes_since=changes_since,
         )
 
-    def _op_aggregate(  # noqa: PLR0913 - the operation's arguments
+    def _op_aggregate(
         self,
         grant: Grant,
         stream: str,
@@ -411,7 +411,7 @@ class Store(_StoreCore):
             ),
         )
 
-    def aggregate(  # noqa: PLR0913 - the operation's arguments
+    def aggregate(
         self,
         grant: Grant,
         stream: str,
@@ -679,7 +679,7 @@ class AsyncStore(_StoreCore):
             ),
         )
 
-    async def aggregate(  # noqa: PLR0913 - the operation's arguments
+    async def aggregate(
         self,
         grant: Grant,
         stream: str,

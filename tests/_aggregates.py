@@ -150,8 +150,9 @@ def _metric(question: Question, chosen: Sequence[Mapping[str, Any]]) -> Any:
         return len({(f.kind, f.value) for f in forms if f is not None and f.kind != "null"})
     numbers = question.field == "n"
     if question.metric == "sum":
-        total = sum((_exact(f.value) for f in forms if f is not None and f.kind == "number"),
-                    Decimal(0))
+        total = sum(
+            (_exact(f.value) for f in forms if f is not None and f.kind == "number"), Decimal(0)
+        )
         return int(total) if total == total.to_integral_value() else float(total)
     if numbers:
         values: list[Any] = [f.value for f in forms if f is not None and f.kind == "number"]
@@ -216,6 +217,7 @@ def expected(
         groups.setdefault(_key(question, record), []).append(record)
     answered = [(key, _metric(question, members), len(members)) for key, members in groups.items()]
     if question.group_by is not None:
+
         def order(item: tuple[Any, Any, int]) -> tuple[Any, ...]:
             key, value, _ = item
             if value is None:

@@ -55,10 +55,10 @@ __all__ = [
     "check_declared",
     "check_granted",
     "day_number",
-    "reads_numbers",
     "format_instant",
     "offset_changes",
     "parse_request",
+    "reads_numbers",
 ]
 
 Metric = Literal["count", "sum", "min", "max", "count_distinct"]
@@ -123,13 +123,17 @@ class AggregateRequest:
     @property
     def named(self) -> tuple[tuple[str, str], ...]:
         """(parameter, field) for every field the request names, in parameter order."""
-        pairs = (("field", self.field), ("group_by", self.group_by))
-        pairs += (("group_by_time", self.group_by_time),)
+        pairs = (
+            ("field", self.field),
+            ("group_by", self.group_by),
+            ("group_by_time", self.group_by_time),
+        )
         return tuple((param, name) for param, name in pairs if name is not None)
 
 
-def parse_request(  # noqa: PLR0913 - the operation's arguments
+def parse_request(
     metric: object,
+    *,
     field: object,
     group_by: object,
     group_by_time: object,
@@ -158,11 +162,11 @@ def parse_request(  # noqa: PLR0913 - the operation's arguments
         )
     assert isinstance(time_zone, str)
     return AggregateRequest(
-        metric,  # type: ignore[arg-type]
+        metric,
         name,
         grouped,
         timed,
-        granularity,  # type: ignore[arg-type]
+        granularity,
         zone,
         time_zone,
         limit,

@@ -112,8 +112,9 @@ def _group_key(request: AggregateRequest, row: aggregate_sql.GroupRow) -> Any:
     return bucket_key(request.granularity, row.bucket, row.offset)
 
 
-def _query(  # noqa: PLR0913 - one group's call, from the request's parts
+def _query(
     request: AggregateRequest,
+    *,
     specs: tuple[StreamSpec, ...],
     stream: str,
     connection_id: str | None,
@@ -138,7 +139,7 @@ def _query(  # noqa: PLR0913 - one group's call, from the request's parts
     return Continuation("query_records", arguments)
 
 
-def aggregate(  # noqa: PLR0913 - the operation's arguments
+def aggregate(
     ctx: ReadContext,
     grant: Grant,
     stream: object,
@@ -153,7 +154,15 @@ def aggregate(  # noqa: PLR0913 - the operation's arguments
     connection_id: object = None,
     limit: object = 25,
 ) -> Op[AggregateResult]:
-    request = parse_request(metric, field, group_by, group_by_time, granularity, time_zone, limit)
+    request = parse_request(
+        metric,
+        field=field,
+        group_by=group_by,
+        group_by_time=group_by_time,
+        granularity=granularity,
+        time_zone=time_zone,
+        limit=limit,
+    )
     validate_safe_name(stream, "stream")
     assert isinstance(stream, str)
     if connection_id is not None:
@@ -201,7 +210,9 @@ def aggregate(  # noqa: PLR0913 - the operation's arguments
     for row in found:
         key = _group_key(request, row)
         value = shown_instant(row.value) if isinstance(row.value, str) else row.value
-        query = _query(request, specs, stream, conn, raw, key)
+        query = _query(
+            request, specs=specs, stream=stream, connection_id=conn, raw_filter=raw, key=key
+        )
         groups.append(AggregateGroup(key, value, row.records, query))
     shown = sum(group.records for group in groups)
     return AggregateResult(

@@ -29,9 +29,9 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Text,
     ColumnElement,
     Select,
+    Text,
     and_,
     bindparam,
     case,
@@ -49,11 +49,11 @@ from pdpp_store._core.aggregates import END_INSTANT, FIRST_INSTANT, OffsetChange
 from pdpp_store._core.filters import Filter
 from pdpp_store._core.grants import StreamGrant
 
+from . import visibility
 from .dialects import Capabilities
 from .filters import filter_condition
 from .requests import Execute, Row, Rows
 from .tables import field_values, records
-from . import visibility
 from .visibility import grant_terms, same_record
 
 __all__ = [
@@ -161,12 +161,10 @@ def _days_from_civil(
     march_month = case((month > 2, month - 3), else_=month + 9)
     day_of_year = (march_month * 153 + 2) // 5 + day - 1
     day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    return era * 146097 + day_of_era  # type: ignore[no-any-return]
+    return era * 146097 + day_of_era
 
 
-def _offset_tree(
-    instant: ColumnElement[str], low: int, high: int
-) -> ColumnElement[int] | Any:
+def _offset_tree(instant: ColumnElement[str], low: int, high: int) -> ColumnElement[int] | Any:
     """The offset of `instant` among changes low..high (change 0 is the first offset): a
     balanced tree of comparisons with the changes' instants."""
     if low == high:
@@ -418,4 +416,3 @@ def aggregate_groups(plan: AggregatePlan, rows: Rows) -> tuple[list[GroupRow], i
             }
         groups.append(GroupRow(**part, value=_value(plan, row), records=int(row["records"])))
     return groups, total
-

@@ -1,8 +1,8 @@
 """`pdpp-store aggregate`: counts, sums, ranges and time buckets of a stream (`Store.aggregate`).
 
-    pdpp-store aggregate STREAM --grant FILE [--metric M --field F]
-        [--group-by F | --group-by-time F --granularity G --time-zone Z] [--filter JSON]
-        [--connection ID] [--limit N] [--format json|text]
+pdpp-store aggregate STREAM --grant FILE [--metric M --field F]
+    [--group-by F | --group-by-time F --granularity G --time-zone Z] [--filter JSON]
+    [--connection ID] [--limit N] [--format json|text]
 """
 
 from __future__ import annotations
@@ -23,21 +23,34 @@ __all__ = ["aggregate"]
 @cli.command("aggregate")
 @click.argument("stream")
 @required_grant_option
-@click.option("--metric", default="count", show_default=True, help="count, sum, min, max or "
-              "count_distinct (of --field).")
+@click.option(
+    "--metric",
+    default="count",
+    show_default=True,
+    help="count, sum, min, max or count_distinct (of --field).",
+)
 @click.option("--field", "field", metavar="FIELD", help="The field the metric reads.")
 @click.option("--group-by", "group_by", metavar="FIELD", help="Group by this field.")
 @click.option("--group-by-time", "group_by_time", metavar="FIELD", help="Time buckets of FIELD.")
-@click.option("--granularity", default="month", show_default=True,
-              help="hour, day, week (ISO), month or year.")
-@click.option("--time-zone", "time_zone", default="UTC", show_default=True,
-              help="The IANA time zone of the buckets.")
+@click.option(
+    "--granularity",
+    default="month",
+    show_default=True,
+    help="hour, day, week (ISO), month or year.",
+)
+@click.option(
+    "--time-zone",
+    "time_zone",
+    default="UTC",
+    show_default=True,
+    help="The IANA time zone of the buckets.",
+)
 @click.option("--filter", "filter", metavar="JSON", help="A filter (one clause per field).")
 @click.option("--connection", "connection_id", metavar="CONNECTION_ID", help="One connection.")
 @click.option("--limit", type=int, default=25, show_default=True, help="Groups shown (1..100).")
 @format_option()
 @click.pass_context
-def aggregate(  # noqa: PLR0913 - the operation's arguments
+def aggregate(
     ctx: click.Context,
     stream: str,
     grant: IO[bytes],

@@ -133,8 +133,10 @@ _TOOLS: dict[str, ToolInput] = {
             "group_by_time": {"description": "Time buckets of this field, oldest first."},
             "granularity": {"enum": ["hour", "day", "week", "month", "year"]},
             "time_zone": {"description": "IANA zone of the buckets (default UTC)."},
-            "filter": {"description": 'One clause per field: {"f": v}, {"f": {"in": [..]}}, '
-                       '{"f": {"gte": v}}.'},
+            "filter": {
+                "description": 'One clause per field: {"f": v}, {"f": {"in": [..]}}, '
+                '{"f": {"gte": v}}.'
+            },
             "limit": {"minimum": 1, "maximum": 100},
         },
     ),

@@ -431,9 +431,7 @@ async def search(request: Request, store: StoreDep, grant: GrantDep) -> Response
     response_class=JSONResponse,
     openapi_extra=AGGREGATE_PARAMS.openapi(),
     responses={
-        200: json_response(
-            card_schema("AggregateResult"), "The aggregate (docs/contract.md §12)."
-        ),
+        200: json_response(card_schema("AggregateResult"), "The aggregate (docs/contract.md §12)."),
         **error_responses(400, 401, 403, 404, 422, 503),
     },
 )

@@ -132,11 +132,14 @@ _QUESTIONS = st.one_of(
         time_zone=st.sampled_from(ZONES),
         limit=st.integers(1, 6),
     ).map(
-        lambda q: q
-        if q.metric == "count"
-        else Question("min", "when", None, "when", q.granularity, q.time_zone, q.limit)
+        lambda q: (
+            q
+            if q.metric == "count"
+            else Question("min", "when", None, "when", q.granularity, q.time_zone, q.limit)
+        )
     ),
 )
+
 
 def _every_kind(zone: str, limit: int) -> list[Question]:
     """One question of each kind, so every example asks each of them."""
@@ -205,9 +208,12 @@ def _answer(store: StoreFront, grant: Grant, question: Question, filter: Any) ->
 
 def _strip(answer: Any) -> Any:
     if isinstance(answer, dict) and "groups" in answer:
-        answer = {**answer, "groups": [
-            {k: v for k, v in group.items() if k != "query"} for group in answer["groups"]
-        ]}
+        answer = {
+            **answer,
+            "groups": [
+                {k: v for k, v in group.items() if k != "query"} for group in answer["groups"]
+            ],
+        }
     return answer
 
 
@@ -332,7 +338,9 @@ def test_weeks_start_on_monday_and_limit_counts_the_rest(store: StoreFront) -> N
 
 
 def test_sums_are_exact_past_64_bits(store: StoreFront) -> None:
-    rows = [{"id": f"r{n}", "n": 2**62 + n} for n in range(4)] + [{"id": "h", "n": 0.5}]
+    rows: list[dict[str, Any]] = [{"id": f"r{n}", "n": 2**62 + n} for n in range(4)] + [
+        {"id": "h", "n": 0.5}
+    ]
     grant = _mail(store, rows)
     assert store.aggregate(grant, STREAM, metric="sum", field="n").value == 2**64 + 6.5
     rows2 = [{"id": f"r{n}", "n": 2**62} for n in range(4)]
@@ -342,7 +350,7 @@ def test_sums_are_exact_past_64_bits(store: StoreFront) -> None:
 
 
 def test_keys_are_comparable_forms(store: StoreFront) -> None:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"id": "a", "label": "Work"},
         {"id": "b", "label": "WORK"},
         {"id": "c", "label": "home"},
@@ -357,7 +365,10 @@ def test_keys_are_comparable_forms(store: StoreFront) -> None:
         ("work", 2),
         ("home", 1),
     ]
-    assert shown["groups"][1]["query"]["arguments"] == {"stream": STREAM, "filter": {"label": "work"}}
+    assert shown["groups"][1]["query"]["arguments"] == {
+        "stream": STREAM,
+        "filter": {"label": "work"},
+    }
     assert shown["groups"][0]["query"] is None
 
 
@@ -368,12 +379,24 @@ ERRORS: list[tuple[dict[str, Any], type[StoreError], str, str]] = [
     ({"metric": "sum", "field": "label"}, BadRequest, "invalid_aggregate", "field"),
     ({"group_by": "when"}, BadRequest, "invalid_aggregate", "group_by"),
     ({"group_by_time": "label"}, BadRequest, "invalid_aggregate", "group_by_time"),
-    ({"group_by": "label", "group_by_time": "when"}, BadRequest, "invalid_aggregate",
-     "group_by_time"),
-    ({"group_by_time": "when", "granularity": "minute"}, BadRequest, "invalid_aggregate",
-     "granularity"),
-    ({"group_by_time": "when", "time_zone": "Mars/Olympus"}, BadRequest, "invalid_aggregate",
-     "time_zone"),
+    (
+        {"group_by": "label", "group_by_time": "when"},
+        BadRequest,
+        "invalid_aggregate",
+        "group_by_time",
+    ),
+    (
+        {"group_by_time": "when", "granularity": "minute"},
+        BadRequest,
+        "invalid_aggregate",
+        "granularity",
+    ),
+    (
+        {"group_by_time": "when", "time_zone": "Mars/Olympus"},
+        BadRequest,
+        "invalid_aggregate",
+        "time_zone",
+    ),
     ({"time_zone": "../../etc/passwd"}, BadRequest, "invalid_aggregate", "time_zone"),
     ({"limit": 0}, BadRequest, "invalid_request", "limit"),
     ({"limit": 101}, BadRequest, "invalid_request", "limit"),
@@ -387,8 +410,11 @@ ERRORS: list[tuple[dict[str, Any], type[StoreError], str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("arguments", "error", "code", "param"), ERRORS,
-                         ids=[f"{e[2]}-{e[3]}-{n}" for n, e in enumerate(ERRORS)])
+@pytest.mark.parametrize(
+    ("arguments", "error", "code", "param"),
+    ERRORS,
+    ids=[f"{e[2]}-{e[3]}-{n}" for n, e in enumerate(ERRORS)],
+)
 def test_bad_input_is_a_typed_error(
     store: StoreFront, arguments: dict[str, Any], error: type[StoreError], code: str, param: str
 ) -> None:

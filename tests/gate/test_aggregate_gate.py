@@ -51,7 +51,7 @@ GRANT = Grant(
     ),
 )
 
-VISIBLE = [
+VISIBLE: list[dict[str, Any]] = [
     {"id": "r0", "when": "2024-03-10T06:30:00Z", "n": 3, "flag": True, "label": "work"},
     {"id": "r1", "when": "2024-03-10T07:30:00Z", "n": 5, "flag": False, "label": "Home"},
     {"id": "r2", "when": "2024-11-03T05:30:00Z", "n": 0.5, "label": "work", "tags": ["a"]},
@@ -177,5 +177,5 @@ def test_visibility_removed_from_the_aggregate_sql_fails_the_proofs(
         return and_(records.c.stream == bindparam(f"{prefix}_stream"))
 
     breakable.setattr(visibility, "visible_records", only_the_stream)
-    with pytest.raises(AssertionError, match="changed the answer|leaked"):
+    with pytest.raises(AssertionError, match=r"changed the answer|leaked"):
         check_aggregate_gate(loaded)
