@@ -11,7 +11,7 @@ from typing import IO, Any
 
 import click
 
-from pdpp_store.evidence.aggregate import aggregate_text
+from pdpp_store.evidence import text as evidence_text
 from pdpp_store.mcp.calls import as_tool_call
 
 from ._io import echo_json, format_option, load_grant, open_store, required_grant_option
@@ -84,4 +84,4 @@ def aggregate(
     if output == "json":
         echo_json(card)
         return
-    click.echo(aggregate_text(card, as_tool_call))
+    click.echo(evidence_text.aggregate_text(card, as_tool_call))

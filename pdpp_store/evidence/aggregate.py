@@ -15,15 +15,13 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ._schema import card, embedded, nullable
 from .continuation import Continuation
-from .text import CallFormatter, compact
 
-__all__ = ["AggregateGroup", "AggregateResult", "aggregate_text"]
+__all__ = ["AggregateGroup", "AggregateResult"]
 
 _SCALAR = {"type": ["string", "number", "boolean", "null"]}
 _VALUE = {"type": ["string", "number", "null"]}
@@ -118,23 +116,3 @@ class AggregateResult:
         shown["groups"] = [group.to_dict() for group in self.groups]
         shown["other_count"] = self.other_count
         return shown
-
-
-def aggregate_text(card: Mapping[str, Any], call: CallFormatter) -> str:
-    """An aggregate as text: the header line (what was asked, and the value or the number of
-    groups and `other_count`), then one line per group, `key | value | records`, with the call
-    that lists the group's records on that surface (when there is one)."""
-    head = {key: value for key, value in card.items() if key not in ("groups", "object")}
-    if "groups" not in card:
-        return compact({"object": "aggregate", **head})
-    groups = card["groups"]
-    out = [compact({"object": "aggregate", **head, "groups": len(groups)})]
-    out.append("key | value | records | records_call")
-    for group in groups:
-        listed = group.get("query")
-        shown = None if listed is None else call(listed)
-        cells = [compact(group["key"]), compact(group["value"]), str(group["records"])]
-        out.append(" | ".join([*cells, compact(shown) if shown is not None else "-"]))
-    if card.get("other_count"):
-        out.append(f"(other groups) | - | {card['other_count']} | -")
-    return "\n".join(out)

@@ -27,7 +27,6 @@ import mcp_types as types
 
 from pdpp_store import FieldWindow, FieldWindowRef, RecordRef, StoreError
 from pdpp_store.evidence import text as evidence_text
-from pdpp_store.evidence.aggregate import aggregate_text
 
 from .calls import as_tool_call
 
@@ -249,7 +248,7 @@ def aggregate_result(answer: Any) -> types.CallToolResult:
     """An aggregate: a compact table in `content[]`, the same numbers in `structuredContent`,
     each group with `call`, the tool call that lists its records (None where there is none)."""
     card = answer.to_dict()
-    content: list[Any] = [_text(aggregate_text(card, as_tool_call))]
+    content: list[Any] = [_text(evidence_text.aggregate_text(card, as_tool_call))]
     for group in card.get("groups") or []:
         group["call"] = None if group["query"] is None else as_tool_call(group["query"])
     return types.CallToolResult(content=content, structured_content=card)

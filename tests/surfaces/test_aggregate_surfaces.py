@@ -95,7 +95,8 @@ def test_rest_answers_the_library_s_numbers_and_types_bad_input(
             error = refused.json()["error"]
             assert (error["code"], error.get("param")) == (code, param), params
         unknown = client.get(path, params={"bogus": "1"})
-        assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "bogus"
+        assert unknown.status_code == 400
+        assert unknown.json()["error"]["param"] == "bogus"
         assert client.get(path, params={"limit": "ten"}).json()["error"]["param"] == "limit"
 
 
@@ -154,7 +155,8 @@ def test_the_cli_prints_the_card_and_typed_errors(
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == expected
     text = CliRunner().invoke(cli, [*base, *options, "--format", "text"], catch_exceptions=False)
-    assert text.exit_code == 0 and "key | value | records" in text.stdout
+    assert text.exit_code == 0
+    assert "key | value | records" in text.stdout
     bad = CliRunner().invoke(cli, [*base, "--metric", "avg"], catch_exceptions=False)
     assert bad.exit_code == 1
     envelope = json.loads(bad.stderr.strip().splitlines()[-1])

@@ -182,7 +182,7 @@ async def test_tools_list_is_the_contract_and_fits_the_budget(sqlite_db_url: str
     wire = json.dumps(listed.model_dump(by_alias=True, exclude_none=True, mode="json"))
     assert len(wire.encode()) <= 24_576
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == {"search", "fetch", "read_record_field", "schema"}
+    assert set(tools) == {"search", "fetch", "read_record_field", "schema", "aggregate"}
     for tool in tools.values():
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is True
