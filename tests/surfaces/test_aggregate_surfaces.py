@@ -30,7 +30,11 @@ ROWS = [
     {"id": "r2", "when": "2024-03-10T07:30:00Z", "n": 4, "label": "work", "flag": False},
     {"id": "r3", "when": "2024-04-01T03:00:00Z", "n": 5, "label": "home"},
 ]
-QUESTION = {"group_by_time": "when", "granularity": "day", "time_zone": "America/New_York"}
+QUESTION: dict[str, Any] = {
+    "group_by_time": "when",
+    "granularity": "day",
+    "time_zone": "America/New_York",
+}
 BAD: list[tuple[dict[str, Any], int, str, str]] = [
     ({"metric": "avg"}, 400, "invalid_aggregate", "metric"),
     ({"metric": "sum"}, 400, "invalid_aggregate", "field"),
