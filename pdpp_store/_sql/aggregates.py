@@ -14,8 +14,8 @@ Rules:
 3. Time buckets (`_core.aggregates` rule 5) are integer arithmetic on the instant's text: its
    date and time read by position (`YYYY-MM-DDTHH:MM:SS`), the date counted in days since
    0000-03-01 (the civil-days algorithm, integers only), the zone's offset chosen by a balanced
-   tree of comparisons with the bound offset changes. The arithmetic runs once per record in an
-   inner select fenced with `OFFSET 0`, so no database inlines it into each use.
+   tree of comparisons with the bound offset changes. The parsing and the arithmetic each run once
+   per record, in inner selects fenced with `OFFSET 0`, so no database inlines them into each use.
 4. Grouped answers are ordered in SQL (largest value first, ties by key; time buckets oldest
    first, the null bucket last), cut to `limit`, and carry the number of records in all groups
    (a window sum over the groups), from which the operation tells `other_count`.
@@ -176,13 +176,26 @@ def _offset_tree(instant: ColumnElement[str], low: int, high: int) -> ColumnElem
     )
 
 
-def _local_seconds(instant: ColumnElement[str], offsets: OffsetChanges) -> tuple[Any, Any]:
-    """(local seconds since 0000-03-01, offset) of an instant; NULL outside the bucketed range."""
-    days = _days_from_civil(_int(instant, 1, 4), _int(instant, 6, 2), _int(instant, 9, 2))
+def _parsed(instant: ColumnElement[str]) -> list[Any]:
+    """An instant's text read by position: its year, month, day and second of the day."""
     clock = _int(instant, 12, 2) * 3600 + _int(instant, 15, 2) * 60 + _int(instant, 18, 2)
+    return [
+        instant.label("g_instant"),
+        _int(instant, 1, 4).label("g_year"),
+        _int(instant, 6, 2).label("g_month"),
+        _int(instant, 9, 2).label("g_day"),
+        clock.label("g_clock"),
+    ]
+
+
+def _local_seconds(parsed: Any, offsets: OffsetChanges) -> tuple[Any, Any]:
+    """(local seconds since 0000-03-01, offset) of a parsed instant (`_parsed`'s columns);
+    NULL outside the bucketed range."""
+    instant = parsed.c.g_instant
+    days = _days_from_civil(parsed.c.g_year, parsed.c.g_month, parsed.c.g_day)
     offset = _offset_tree(instant, 0, len(offsets.changes))
     inside = and_(instant >= bindparam("a_first"), instant < bindparam("a_end"))
-    local = case((inside, days * 86400 + clock + offset), else_=null())
+    local = case((inside, days * 86400 + parsed.c.g_clock + offset), else_=null())
     return local, case((inside, offset), else_=null())
 
 
@@ -273,13 +286,17 @@ def _inner(
                 _raw(grouped.c.num).label("g_num"),
             ]
         else:
-            assert plan.offsets is not None
-            local, offset = _local_seconds(grouped.c.instant, plan.offsets)
-            columns += [local.label("g_local"), offset.label("g_offset")]
+            columns += _parsed(grouped.c.instant)
     statement = select(*columns).select_from(joined).where(*_where(grant, connection_id, filter))
-    if plan.group_by_time is not None:
-        statement = statement.offset(0)  # Rule 3: a fence against inlining the arithmetic
-    return statement.subquery("a_rows")
+    if plan.group_by_time is None:
+        return statement.subquery("a_rows")
+    assert plan.offsets is not None
+    # Rule 3: each step fenced, so no database inlines the text's parsing into the arithmetic
+    parsed = statement.offset(0).subquery("a_parsed")
+    local, offset = _local_seconds(parsed, plan.offsets)
+    kept = [column for column in parsed.c if not column.name.startswith("g_")]
+    stepped = select(*kept, local.label("g_local"), offset.label("g_offset")).offset(0)
+    return stepped.subquery("a_rows")
 
 
 def _largest_first(plan: AggregatePlan, caps: Capabilities, metric: list[Any]) -> list[Any]:
