@@ -31,6 +31,8 @@ from ._core.tokens import load_tokens, tokens_from_dict
 from ._ops.catalogue import CATALOGUE
 from ._store import AsyncStore, Store
 from .evidence import (
+    AggregateGroup,
+    AggregateResult,
     BlobInfo,
     BlobRange,
     Continuation,
@@ -54,6 +56,8 @@ from .evidence import (
 __all__ = [
     "CATALOGUE",
     "SELECTOR_ARGS",
+    "AggregateGroup",
+    "AggregateResult",
     "AsyncStore",
     "BadRequest",
     "BlobInfo",

@@ -36,6 +36,7 @@ from ._core.identity import (
 from ._core.manifest import Manifest
 from ._core.selector import SelectorArgs
 from ._opening import DEFAULT_BATCH_SIZE, Opening, opened_async, opened_sync
+from ._ops import aggregate as _aggregate
 from ._ops import discovery as _discovery
 from ._ops import query as _query
 from ._ops import reads as _reads
@@ -43,6 +44,7 @@ from ._ops import search as _search
 from ._ops import writes as _ingest
 from ._ops.catalogue import (
     ADD_CONNECTION,
+    AGGREGATE,
     BLOB_INFO,
     DELETE_RECORD,
     DESCRIBE_FIELD,
@@ -75,6 +77,7 @@ from ._runtime import (
 )
 from ._sql.requests import COMMIT, Op
 from .evidence import (
+    AggregateResult,
     BlobInfo,
     BlobRange,
     FieldInfo,
@@ -191,6 +194,36 @@ class _StoreCore:
             cursor=cursor,
             count=count,
             changes_since=changes_since,
+        )
+
+    def _op_aggregate(
+        self,
+        grant: Grant,
+        stream: str,
+        *,
+        metric: str,
+        field: str | None,
+        group_by: str | None,
+        group_by_time: str | None,
+        granularity: str,
+        time_zone: str,
+        filter: FilterInput,
+        connection_id: str | None,
+        limit: int,
+    ) -> Op[AggregateResult]:
+        return _aggregate.aggregate(
+            self._ctx,
+            grant,
+            stream,
+            metric=metric,
+            field=field,
+            group_by=group_by,
+            group_by_time=group_by_time,
+            granularity=granularity,
+            time_zone=time_zone,
+            filter=filter,
+            connection_id=connection_id,
+            limit=limit,
         )
 
     def _op_rotate_cursor_key(self) -> Op[None]:
@@ -394,6 +427,42 @@ class Store(_StoreCore):
                 limit=limit,
                 cursor=cursor,
                 count=count,
+            ),
+        )
+
+    def aggregate(
+        self,
+        grant: Grant,
+        stream: str,
+        *,
+        metric: str = "count",
+        field: str | None = None,
+        group_by: str | None = None,
+        group_by_time: str | None = None,
+        granularity: str = "month",
+        time_zone: str = "UTC",
+        filter: FilterInput = None,
+        connection_id: str | None = None,
+        limit: int = 25,
+    ) -> AggregateResult:
+        """An aggregate of the stream's visible records (docs/contract.md §12): `metric` (count,
+        or sum/min/max/count_distinct of `field`), grouped by a declared field (`group_by`) or in
+        time buckets of a declared field (`group_by_time`, `granularity`, IANA `time_zone`),
+        narrowed by `filter` (an object or its JSON text); at most `limit` (1..100) groups."""
+        return self._run(
+            AGGREGATE,
+            self._op_aggregate(
+                grant,
+                stream,
+                metric=metric,
+                field=field,
+                group_by=group_by,
+                group_by_time=group_by_time,
+                granularity=granularity,
+                time_zone=time_zone,
+                filter=filter,
+                connection_id=connection_id,
+                limit=limit,
             ),
         )
 
@@ -637,6 +706,39 @@ class AsyncStore(_StoreCore):
                 limit=limit,
                 cursor=cursor,
                 count=count,
+            ),
+        )
+
+    async def aggregate(
+        self,
+        grant: Grant,
+        stream: str,
+        *,
+        metric: str = "count",
+        field: str | None = None,
+        group_by: str | None = None,
+        group_by_time: str | None = None,
+        granularity: str = "month",
+        time_zone: str = "UTC",
+        filter: FilterInput = None,
+        connection_id: str | None = None,
+        limit: int = 25,
+    ) -> AggregateResult:
+        """As `Store.aggregate`."""
+        return await self._run(
+            AGGREGATE,
+            self._op_aggregate(
+                grant,
+                stream,
+                metric=metric,
+                field=field,
+                group_by=group_by,
+                group_by_time=group_by_time,
+                granularity=granularity,
+                time_zone=time_zone,
+                filter=filter,
+                connection_id=connection_id,
+                limit=limit,
             ),
         )
 

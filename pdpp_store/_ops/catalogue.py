@@ -26,6 +26,7 @@ from pdpp_store._core.selector import SELECTOR_ARGS
 
 __all__ = [
     "ADD_CONNECTION",
+    "AGGREGATE",
     "BLOB_INFO",
     "CATALOGUE",
     "DELETE_RECORD",
@@ -167,6 +168,24 @@ READ_BLOB_RANGE = Operation(
     ),
     ("BlobRange",),
 )
+AGGREGATE = Operation(
+    "aggregate",
+    "read",
+    (
+        _GRANT,
+        _required("stream", "string"),
+        _optional("metric", "string"),
+        _optional("field", "string"),
+        _optional("group_by", "string"),
+        _optional("group_by_time", "string"),
+        _optional("granularity", "string"),
+        _optional("time_zone", "string"),
+        _optional("filter", "object"),
+        _CONNECTION,
+        _optional("limit", "integer"),
+    ),
+    ("AggregateResult",),
+)
 SEARCH = Operation(
     "search",
     "read",
@@ -220,6 +239,7 @@ CATALOGUE: dict[str, Operation] = {
         READ_RESOURCE,
         BLOB_INFO,
         READ_BLOB_RANGE,
+        AGGREGATE,
         SEARCH,
         DESCRIBE_GRANT,
         QUERY_RECORDS,

@@ -119,6 +119,10 @@ class Capabilities:
     is asked with `MATCH` (SQLite: FTS5 `trigram`). Otherwise it is an expression index on
     `field_chunks` that the database maintains and that answers `LIKE` (Postgres: `pg_trgm`
     GIN)."""
+    sums_exactly: bool
+    """`sum` over a NUMERIC column is exact whatever its values (Postgres). Elsewhere (SQLite)
+    it sums integers in 64 bits, failing on overflow, and any other number as a double, so an
+    exact sum is built from parts (`_sql.aggregates`)."""
     binds_arrays: bool
     """A Python list binds as one array parameter (Postgres `text[]`); elsewhere an `IdList`
     is bound as one JSON text and read back with the database's JSON functions (SQLite)."""
@@ -138,6 +142,7 @@ SQLITE = Capabilities(
     runs_in_process=True,
     positional_marker="?",
     search_index_is_side_table=True,
+    sums_exactly=False,
     binds_arrays=False,
 )
 
@@ -155,6 +160,7 @@ POSTGRESQL = Capabilities(
     runs_in_process=False,
     positional_marker="%s",
     search_index_is_side_table=False,
+    sums_exactly=True,
     binds_arrays=True,
 )
 

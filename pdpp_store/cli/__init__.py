@@ -16,6 +16,7 @@
     pdpp-store [--db URL] search Q --grant FILE               Store.search
     pdpp-store [--db URL] grant describe --grant FILE [--stream S]  Store.describe_grant
     pdpp-store [--db URL] records list STREAM --grant FILE    Store.query_records
+    pdpp-store [--db URL] aggregate STREAM --grant FILE       Store.aggregate
     pdpp-store [--db URL] serve --tokens FILE [--host] [--port] [--workers] [--public-url]
                                                                pdpp_store.serve.run
     pdpp-store [--db URL] mcp --grant FILE                    pdpp_store.mcp.serve_stdio
@@ -38,11 +39,11 @@ Rules:
    `SELECTOR_ARGS`, the selector's one definition.
 5. Like every surface, this package imports public names only (and its own `_io`, `_root`).
 
-A package with a module per command group (`owner`, `reads`, `records`, `blobs`, `grants`,
-`serving`, `demo`), each command a dozen lines of options around one library call; what they
-share is in `_io` (the store and grant options, JSON reading, `--format`) and `_root` (the
-group and its error envelope). A new group is a new module, imported below so that its commands
-register, and its operations listed in `OPERATIONS`.
+A package with a module per command group (`owner`, `reads`, `records`, `aggregate`, `blobs`,
+`grants`, `serving`, `demo`), each command a dozen lines of options around one library call;
+what they share is in `_io` (the store and grant options, JSON reading, `--format`) and `_root`
+(the group and its error envelope). A new group is a new module, imported below so that its
+commands register, and its operations listed in `OPERATIONS`.
 """
 
 from __future__ import annotations
@@ -50,12 +51,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from . import blobs, demo, grants, owner, reads, records, serving
+from . import aggregate, blobs, demo, grants, owner, reads, records, serving
 from ._root import DEFAULT_URL, URL_ENV, cli
 
 __all__ = ["DEFAULT_URL", "IO_PARAMS", "OPERATIONS", "URL_ENV", "Shell", "cli", "main"]
 
-_COMMAND_GROUPS = (blobs, demo, grants, owner, reads, records, serving)
+_COMMAND_GROUPS = (aggregate, blobs, demo, grants, owner, reads, records, serving)
 """The modules whose commands register on `cli` when imported."""
 
 
@@ -87,6 +88,7 @@ OPERATIONS: dict[str, Shell] = {
     "search": Shell(("search",)),
     "describe_grant": Shell(("grant", "describe")),
     "query_records": Shell(("records", "list")),
+    "aggregate": Shell(("aggregate",)),
 }
 """Every library operation's command (rule 4)."""
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .aggregate import AggregateGroup, AggregateResult
 from .blob import BlobInfo, BlobRange
 from .card import CardSlot, RecordCard
 from .continuation import Continuation
@@ -34,6 +35,8 @@ from .window import FieldWindow
 __all__ = [
     "CARDS",
     "ERROR_SCHEMA",
+    "AggregateGroup",
+    "AggregateResult",
     "BlobInfo",
     "BlobRange",
     "CardSlot",
@@ -80,6 +83,8 @@ CARDS: tuple[type[Any], ...] = (
     RecordRow,
     RecordTombstone,
     RecordPage,
+    AggregateGroup,
+    AggregateResult,
 )
 """Every card class; each has `to_dict()` and `JSON_SCHEMA`."""
 

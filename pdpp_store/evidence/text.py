@@ -36,6 +36,7 @@ __all__ = [
     "RECORD_BUDGET_CHARS",
     "CallFormatter",
     "RecordPage",
+    "aggregate_text",
     "blob_text",
     "compact",
     "error_text",
@@ -398,3 +399,23 @@ def blob_text(blob: Mapping[str, Any]) -> str:
 def error_text(envelope: Mapping[str, Any]) -> str:
     """An error: its envelope, on one line."""
     return compact(envelope)
+
+
+def aggregate_text(card: Mapping[str, Any], call: CallFormatter) -> str:
+    """An aggregate as text: the header line (what was asked, and the value or the number of
+    groups and `other_count`), then one line per group, `key | value | records`, with the call
+    that lists the group's records on that surface (when there is one)."""
+    head = {key: value for key, value in card.items() if key not in ("groups", "object")}
+    if "groups" not in card:
+        return compact({"object": "aggregate", **head})
+    groups = card["groups"]
+    out = [compact({"object": "aggregate", **head, "groups": len(groups)})]
+    out.append("key | value | records | records_call")
+    for group in groups:
+        listed = group.get("query")
+        shown = None if listed is None else call(listed)
+        cells = [compact(group["key"]), compact(group["value"]), str(group["records"])]
+        out.append(" | ".join([*cells, compact(shown) if shown is not None else "-"]))
+    if card.get("other_count"):
+        out.append(f"(other groups) | - | {card['other_count']} | -")
+    return "\n".join(out)

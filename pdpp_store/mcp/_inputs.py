@@ -157,6 +157,22 @@ _TOOLS: dict[str, ToolInput] = {
             },
         },
     ),
+    "aggregate": ToolInput(
+        "aggregate",
+        details={
+            "metric": {"enum": ["count", "sum", "min", "max", "count_distinct"]},
+            "field": {"description": "The field sum/min/max/count_distinct read."},
+            "group_by": {"description": "Largest groups first."},
+            "group_by_time": {"description": "Time buckets of this field, oldest first."},
+            "granularity": {"enum": ["hour", "day", "week", "month", "year"]},
+            "time_zone": {"description": "IANA zone of the buckets (default UTC)."},
+            "filter": {
+                "description": 'One clause per field: {"f": v}, {"f": {"in": [..]}}, '
+                '{"f": {"gte": v}}.'
+            },
+            "limit": {"minimum": 1, "maximum": 100},
+        },
+    ),
 }
 
 
@@ -213,6 +229,7 @@ TOOL_OPERATIONS: dict[str, tuple[str, ...]] = {
     "read_record_field": ("read_field_window",),
     "schema": ("describe_grant",),
     "query_records": ("query_records",),
+    "aggregate": ("aggregate",),
 }
 """The catalogued operations each tool performs (fetch reads a record, a field-window URI or a
 blob's metadata); tests hold the published tools to the catalogue with it."""

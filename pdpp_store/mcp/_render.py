@@ -321,6 +321,16 @@ def search_result(
     return types.CallToolResult(content=content, structured_content=card)
 
 
+def aggregate_result(answer: Any) -> types.CallToolResult:
+    """An aggregate: a compact table in `content[]`, the same numbers in `structuredContent`,
+    each group with `call`, the tool call that lists its records (None where there is none)."""
+    card = answer.to_dict()
+    content: list[Any] = [_text(evidence_text.aggregate_text(card, as_tool_call))]
+    for group in card.get("groups") or []:
+        group["call"] = None if group["query"] is None else as_tool_call(group["query"])
+    return types.CallToolResult(content=content, structured_content=card)
+
+
 def schema_result(schema: Any) -> types.CallToolResult:
     card = schema.to_dict()
     text = evidence_text.schema_text(card, as_tool_call)

@@ -202,7 +202,17 @@ async def query_records(
     return render.records_result(await store.query_records(grant, _string(args, "stream"), **asked))
 
 
+async def aggregate(
+    store: AsyncStore, grant: Grant, raw: Mapping[str, Any]
+) -> types.CallToolResult:
+    args = _arguments(raw, _ACCEPTED["aggregate"])
+    stream = _string(args, "stream")
+    query = {name: value for name, value in args.items() if name != "stream"}
+    return render.aggregate_result(await store.aggregate(grant, stream, **query))
+
+
 HANDLERS: dict[str, Handler] = {
+    "aggregate": aggregate,
     "search": search,
     "fetch": fetch,
     "read_record_field": read_record_field,

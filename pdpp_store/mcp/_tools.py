@@ -176,6 +176,17 @@ TOOLS: list[types.Tool] = [
         annotations=_ANNOTATIONS,
     ),
     types.Tool(
+        name="aggregate",
+        title="Count, sum and bucket a stream",
+        description="Answer how many / how much / when in one call: count, or sum, min, max, "
+        "count_distinct of a field, optionally per value of a field (group_by) or per time "
+        "bucket (group_by_time, granularity, time_zone), as the stream declares (see schema). "
+        "Each group carries the call that lists its records; other_count counts the records "
+        "of the groups left out.",
+        input_schema=TOOL_INPUTS["aggregate"],
+        annotations=_ANNOTATIONS,
+    ),
+    types.Tool(
         name="schema",
         title="What the grant covers",
         description="Per granted stream: its fields (type, text or binary, role), which fields "

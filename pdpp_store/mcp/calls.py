@@ -7,7 +7,7 @@ Rules:
 1. A continuation names a library operation and its arguments (`pdpp_store.evidence`); the tool
    that performs it is fixed here, once: `read_field_window` is `read_record_field`,
    `read_record` and `blob_info` are `fetch`, `search` is `search`, `query_records` is
-   `query_records`, `describe_grant` is `schema`.
+   `query_records` (also an aggregate group's records), `describe_grant` is `schema`.
 2. Argument names follow the tool's input schema (`record` is `id`, `field` is `field_path`;
    `_inputs` derives the schemas from the catalogue); a blob is fetched by its `pdpp://blob/`
    URI.
@@ -43,7 +43,7 @@ def as_tool_call(continuation: Mapping[str, Any]) -> dict[str, Any] | None:
     operation = continuation.get("operation")
     tool = TOOL_OF_OPERATION.get(operation) if isinstance(operation, str) else None
     arguments = continuation.get("arguments") or {}
-    if tool is None:
+    if tool is None or tool not in _ACCEPTED:  # a tool not served (yet): no call
         return None
     if operation == "blob_info":
         return {"tool": tool, "arguments": {"id": f"pdpp://blob/{arguments['blob_id']}"}}

@@ -5,6 +5,7 @@ includes the router in each application it makes.
     GET /v1/streams/{stream}/records/{record_id}/field-window   read_field_window
     GET /v1/streams/{stream}/records/{record_id}                 read_record
     GET /v1/search                                               search
+    GET /v1/streams/{stream}/aggregate                           aggregate
     GET /v1/blobs/{blob_id}                                      blob_info + read_blob_range
     GET /v1/schema, /v1/streams[/{stream}[/records]]             `_asking`: discovery, query_records
 
@@ -63,6 +64,7 @@ from ._schemas import card_schema, error_responses, field_window_schema, headers
 
 __all__ = [
     "ABSENT_OPERATIONS",
+    "AGGREGATE_PARAMS",
     "BLOB_CHUNK_BYTES",
     "BLOB_PARAMS",
     "RECORD_PARAMS",
@@ -187,6 +189,27 @@ SEARCH_PARAMS = Params(
     Param("cursor", str, "The next_cursor of the previous page."),
     Param("count", str, "exact: add the number of hits.", bounds={"enum": ["none", "exact"]}),
 )
+AGGREGATE_PARAMS = Params(
+    Param(
+        "metric",
+        str,
+        "count (default), or sum, min, max, count_distinct of `field`, as the stream declares.",
+        bounds={"enum": ["count", "sum", "min", "max", "count_distinct"]},
+    ),
+    Param("field", str, "The field the metric reads (not with count)."),
+    Param("group_by", str, "Group by this declared field: the largest groups first."),
+    Param("group_by_time", str, "Group in time buckets of this declared field: oldest first."),
+    Param(
+        "granularity",
+        str,
+        "The buckets of group_by_time (default month; week is ISO, from Monday).",
+        bounds={"enum": ["hour", "day", "week", "month", "year"]},
+    ),
+    Param("time_zone", str, "The IANA time zone of the buckets (default UTC)."),
+    Param("filter", str, "A filter (docs/contract.md §11.1) as JSON text."),
+    Param("connection_id", str, "Only this connection."),
+    Param("limit", int, "Groups shown (default 25).", bounds={"minimum": 1, "maximum": 100}),
+)
 BLOB_PARAMS = Params(
     Param("Range", str, "One range: bytes=a-b, a- or -n.", where="header"),
     Param("If-None-Match", str, "ETags the client holds: 304 if one is current.", where="header"),
@@ -277,6 +300,7 @@ ROUTE_OPERATIONS: dict[str, tuple[str, ...]] = {
     "read_field_window": ("read_field_window",),
     "read_record": ("read_record",),
     "search": ("search",),
+    "aggregate": ("aggregate",),
     "read_blob": ("blob_info", "read_blob_range"),
     "describe_grant": ("describe_grant",),
     "list_streams": ("describe_grant",),
@@ -411,6 +435,41 @@ async def search(request: Request, store: StoreDep, grant: GrantDep) -> Response
         count="none" if args["count"] is None else args["count"],
     )
     return JSONResponse(page.to_dict(), headers=PRIVATE)
+
+
+@_get(
+    "/streams/{stream}/aggregate",
+    tags=["records"],
+    summary="Counts, sums, ranges and time buckets of a stream's visible records",
+    operation_id="aggregate",
+    response_class=JSONResponse,
+    openapi_extra=AGGREGATE_PARAMS.openapi(),
+    responses={
+        200: json_response(card_schema("AggregateResult"), "The aggregate (docs/contract.md §12)."),
+        **error_responses(400, 401, 403, 404, 422, 503),
+    },
+)
+async def aggregate(
+    request: Request,
+    store: StoreDep,
+    grant: GrantDep,
+    stream: Annotated[str, Path(description="The stream's name.")],
+) -> Response:
+    args = AGGREGATE_PARAMS.parse(request)
+    answer = await store.aggregate(
+        grant,
+        stream,
+        metric="count" if args["metric"] is None else args["metric"],
+        field=args["field"],
+        group_by=args["group_by"],
+        group_by_time=args["group_by_time"],
+        granularity="month" if args["granularity"] is None else args["granularity"],
+        time_zone="UTC" if args["time_zone"] is None else args["time_zone"],
+        filter=args["filter"],
+        connection_id=args["connection_id"],
+        limit=25 if args["limit"] is None else args["limit"],
+    )
+    return JSONResponse(answer.to_dict(), headers=PRIVATE)
 
 
 @_get(

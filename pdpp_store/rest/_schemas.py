@@ -10,8 +10,8 @@ Rules:
    `$ref` wherever it is used, inside other schemas too: a card's schema that holds another card
    inline holds a `$ref` to it instead, so generated clients get one class per card.
 4. A continuation's `arguments` are typed (`ContinuationArguments`): every argument a
-   continuation of `read_field_window`, `read_record`, `search` or `query_records` can carry,
-   by name and type.
+   continuation of `read_field_window`, `read_record`, `search` or `query_records` (also an
+   aggregate group's records) can carry, by name and type.
 5. Response headers are documented where they are sent: `ETag` on what has one, `Content-Range`
    on a byte range and on 416, `X-Request-Id` on every answer (added by `create_app`).
 6. The finished document (`finish_document`, run on every route, new ones too) passes a standard

@@ -181,6 +181,21 @@ SERVED_INPUTS: dict[str, tuple[set[str], set[str]]] = {
         },
         {"stream"},
     ),
+    "aggregate": (
+        {
+            "stream",
+            "metric",
+            "field",
+            "group_by",
+            "group_by_time",
+            "granularity",
+            "time_zone",
+            "filter",
+            "connection_id",
+            "limit",
+        },
+        {"stream"},
+    ),
 }
 """What each tool's input schema offers an agent, written out (properties, required): the
 derivation above could agree with itself while both drift, so the served schema is also held to

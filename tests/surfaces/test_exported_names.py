@@ -9,6 +9,8 @@ import pdpp_store.evidence
 PUBLIC = [
     "CATALOGUE",
     "SELECTOR_ARGS",
+    "AggregateGroup",
+    "AggregateResult",
     "AsyncStore",
     "BadRequest",
     "BlobInfo",
@@ -57,6 +59,8 @@ PUBLIC = [
 EVIDENCE = [
     "CARDS",
     "ERROR_SCHEMA",
+    "AggregateGroup",
+    "AggregateResult",
     "BlobInfo",
     "BlobRange",
     "CardSlot",

@@ -182,7 +182,14 @@ async def test_tools_list_is_the_contract_and_fits_the_budget(sqlite_db_url: str
     wire = json.dumps(listed.model_dump(by_alias=True, exclude_none=True, mode="json"))
     assert len(wire.encode()) <= 24_576
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == {"search", "fetch", "read_record_field", "schema", "query_records"}
+    assert set(tools) == {
+        "search",
+        "fetch",
+        "read_record_field",
+        "schema",
+        "query_records",
+        "aggregate",
+    }
     for tool in tools.values():
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is True

@@ -1,0 +1,349 @@
+"""Aggregates (docs/contract.md §12), their pure parts: the request's checks, and time buckets.
+Pure: no I/O.
+
+Rules:
+1. Checks, in this order, each complete before the next begins: (a) shape, which depends on the
+   request alone: `metric` one of `METRICS`, a `field` exactly when the metric is not `count`,
+   at most one of `group_by` and `group_by_time`, `granularity` one of `GRANULARITIES`,
+   `time_zone` an IANA zone this machine knows, `limit` 1..`MAX_GROUPS`; (b) grant: every field
+   named (`field`, `group_by`, `group_by_time`) is granted, else `field_not_granted` (403) with
+   that parameter; (c) declaration, against the stream's `query.aggregations`: the metric for
+   that field (or `count: true`), the grouping field, else `invalid_aggregate` (400) naming the
+   parameter. So a request about an ungranted field learns nothing of the manifest.
+2. Values: `sum`, `min` and `max` read a field's numbers when its declared type admits numbers,
+   else its instants (the normalised instants filters compare; `sum` takes numbers only);
+   `count_distinct` counts distinct comparable non-null values (strings case-folded, `1` equal
+   to `1.0`). Only a field's own value counts (`element` 0), never an array's elements.
+3. Groups partition the records: a record whose grouping field is missing, null, an array or
+   object, or has no comparable form (or, for time, no instant within `FIRST_INSTANT` ..
+   `END_INSTANT`) is in the group whose key is null.
+4. Time buckets are the zone's local hours, days, ISO weeks (from Monday), months or years. A
+   local hour is keyed with its UTC offset (`2024-11-03T01:00-04:00`), so the hour a DST change
+   repeats is two buckets, one per real hour; a day is `2024-03-10`, a week its Monday's date, a
+   month `2024-03`, a year `2024`.
+5. The SQL buckets an instant with integer arithmetic only: its UTC offset comes from the
+   zone's offset changes over the answer's range, computed here (`offset_changes`) and bound as
+   parameters; its local time is counted in seconds since 0000-03-01 (`day_number`), and the
+   key is a whole number derived from that (`bucket_number`), turned into its text here
+   (`bucket_key`). Both databases compute the same integers, so they agree exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .errors import BadRequest, Forbidden, Unprocessable
+from .filters import FieldScope
+from .manifest import StreamSpec
+
+__all__ = [
+    "DEFAULT_GROUPS",
+    "END_INSTANT",
+    "FIRST_INSTANT",
+    "GRANULARITIES",
+    "MAX_GROUPS",
+    "MAX_OFFSET_CHANGES",
+    "METRICS",
+    "AggregateRequest",
+    "FieldScope",
+    "OffsetChanges",
+    "bucket_bounds",
+    "bucket_key",
+    "check_declared",
+    "check_granted",
+    "day_number",
+    "format_instant",
+    "offset_changes",
+    "parse_request",
+    "reads_numbers",
+]
+
+Metric = Literal["count", "sum", "min", "max", "count_distinct"]
+Granularity = Literal["hour", "day", "week", "month", "year"]
+METRICS: tuple[Metric, ...] = ("count", "sum", "min", "max", "count_distinct")
+GRANULARITIES: tuple[Granularity, ...] = ("hour", "day", "week", "month", "year")
+DEFAULT_GROUPS = 25
+MAX_GROUPS = 100
+MAX_ZONE_CHARS = 64
+MAX_OFFSET_CHANGES = 1024
+"""A zone changing its offset more often than this over the answer's range (about five
+centuries of twice-yearly DST) is refused (`aggregate_range_too_wide`): each change is a bound
+parameter of the statement."""
+
+FIRST_INSTANT = "0001-01-02T00:00:00.000000Z"
+END_INSTANT = "9999-12-31T00:00:00.000000Z"
+"""Instants bucketed lie in [FIRST_INSTANT, END_INSTANT): a day's margin keeps every local time
+(offsets are under 26 hours) within the years 1..9999 that both databases and Python count."""
+
+LOCAL_EPOCH_DAYS_1970 = 719468
+"""Days from 0000-03-01 to 1970-01-01: the day numbers `day_number` and the SQL count."""
+
+
+def _invalid(message: str, param: str) -> BadRequest:
+    return BadRequest("invalid_aggregate", message, param=param)
+
+
+def _name(value: object, param: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or "\x00" in value or len(value) > 1024:
+        raise _invalid(f"{param} must be a field name", param)
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise _invalid(f"{param} must be a field name", param) from None
+    return value
+
+
+def _zone(value: object) -> ZoneInfo:
+    if not isinstance(value, str) or not value or len(value) > MAX_ZONE_CHARS:
+        raise _invalid("time_zone must be an IANA time zone name, like Europe/Paris", "time_zone")
+    try:
+        return ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, OSError, UnicodeError):
+        raise _invalid(
+            "time_zone must be an IANA time zone name, like Europe/Paris", "time_zone"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateRequest:
+    metric: Metric
+    field: str | None
+    group_by: str | None
+    group_by_time: str | None
+    granularity: Granularity
+    zone: ZoneInfo
+    time_zone: str
+    limit: int
+
+    @property
+    def named(self) -> tuple[tuple[str, str], ...]:
+        """(parameter, field) for every field the request names, in parameter order."""
+        pairs = (
+            ("field", self.field),
+            ("group_by", self.group_by),
+            ("group_by_time", self.group_by_time),
+        )
+        return tuple((param, name) for param, name in pairs if name is not None)
+
+
+def parse_request(
+    metric: object,
+    *,
+    field: object,
+    group_by: object,
+    group_by_time: object,
+    granularity: object,
+    time_zone: object,
+    limit: object,
+) -> AggregateRequest:
+    """The request's shape (rule 1a)."""
+    if not isinstance(metric, str) or metric not in METRICS:
+        raise _invalid(f"metric must be one of {', '.join(METRICS)}", "metric")
+    name = _name(field, "field")
+    if metric == "count" and name is not None:
+        raise _invalid("metric count counts records and takes no field", "field")
+    if metric != "count" and name is None:
+        raise _invalid(f"metric {metric} needs a field", "field")
+    grouped = _name(group_by, "group_by")
+    timed = _name(group_by_time, "group_by_time")
+    if grouped is not None and timed is not None:
+        raise _invalid("give at most one of group_by and group_by_time", "group_by_time")
+    if not isinstance(granularity, str) or granularity not in GRANULARITIES:
+        raise _invalid(f"granularity must be one of {', '.join(GRANULARITIES)}", "granularity")
+    zone = _zone(time_zone)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_GROUPS:
+        raise BadRequest(
+            "invalid_request", f"limit must be an integer between 1 and {MAX_GROUPS}", param="limit"
+        )
+    assert isinstance(time_zone, str)
+    return AggregateRequest(
+        metric,
+        name,
+        grouped,
+        timed,
+        granularity,
+        zone,
+        time_zone,
+        limit,
+    )
+
+
+def check_granted(request: AggregateRequest, stream: str, scope: FieldScope) -> None:
+    """Rule 1b."""
+    for param, name in request.named:
+        if not scope.allows_field(name):
+            raise Forbidden(
+                "field_not_granted",
+                f"{param} {name!r}: the field is not granted for stream {stream!r}",
+                param=param,
+            )
+
+
+def check_declared(request: AggregateRequest, specs: tuple[StreamSpec, ...], stream: str) -> None:
+    """Rule 1c, against every manifest that declares the stream for a covered connection: a
+    name is declared when each of them declares it (none: nothing is declared)."""
+
+    def declared(kind: str, name: str | None = None) -> bool:
+        if not specs:
+            return False
+        if name is None:
+            return all(spec.aggregations.count for spec in specs)
+        return all(name in spec.aggregations.fields_for(kind) for spec in specs)
+
+    if request.metric == "count":
+        if not declared("count"):
+            raise _invalid(f"stream {stream!r} does not declare the count aggregation", "metric")
+    elif not declared(request.metric, request.field):
+        raise _invalid(
+            f"stream {stream!r} does not declare {request.metric} of {request.field!r}", "field"
+        )
+    if request.group_by is not None and not declared("group_by", request.group_by):
+        raise _invalid(
+            f"stream {stream!r} does not declare group_by {request.group_by!r}", "group_by"
+        )
+    if request.group_by_time is not None and not declared("group_by_time", request.group_by_time):
+        raise _invalid(
+            f"stream {stream!r} does not declare group_by_time {request.group_by_time!r}",
+            "group_by_time",
+        )
+
+
+def reads_numbers(specs: tuple[StreamSpec, ...], name: str) -> bool:
+    """Rule 2: whether `sum`/`min`/`max` of `name` read numbers (else instants)."""
+    return all(spec.declared[name].admits("integer") for spec in specs if name in spec.declared)
+
+
+# ---------------------------------------------------------------- instants and offsets
+
+
+def _parse_instant(instant: str) -> datetime:
+    return datetime.strptime(instant, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def format_instant(moment: datetime) -> str:
+    """A UTC moment as a normalised instant (`grants.normalize_instant`'s form)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ").rjust(27, "0")
+
+
+def _offset(zone: ZoneInfo, moment: datetime) -> int:
+    delta = moment.astimezone(zone).utcoffset()
+    assert delta is not None
+    return int(delta.total_seconds())
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetChanges:
+    """The zone's UTC offset (seconds) from `first` on, and each later change: (the instant it
+    takes effect, the offset from then on), in order."""
+
+    first: int
+    changes: tuple[tuple[str, int], ...]
+
+
+def _first_change(zone: ZoneInfo, start: datetime, end: datetime) -> datetime:
+    """The first whole second in (start, end] whose offset differs from start's (one exists)."""
+    before = _offset(zone, start)
+    low, high = start, end
+    while high - low > timedelta(seconds=1):
+        middle = low + (high - low) / 2
+        middle = middle.replace(microsecond=0)
+        if middle <= low:
+            middle = low + timedelta(seconds=1)
+        if _offset(zone, middle) == before:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def offset_changes(zone: ZoneInfo, lowest: str, highest: str) -> OffsetChanges:
+    """The zone's offsets over [lowest, highest] (instants, clipped to the bucketed range):
+    sampled a day apart, each change found to the second by bisection, several changes within a
+    day found one after the other (a change undone within one day is not seen)."""
+    start = _parse_instant(max(lowest, FIRST_INSTANT)).replace(microsecond=0)
+    end = _parse_instant(min(highest, END_INSTANT))
+    first = _offset(zone, start)
+    changes: list[tuple[str, int]] = []
+    at, current = start, first
+    step = timedelta(days=1)
+    while at < end:
+        upto = min(at + step, end.replace(microsecond=0) + timedelta(seconds=1))
+        while _offset(zone, upto) != current:
+            change = _first_change(zone, at, upto)
+            current = _offset(zone, change)
+            changes.append((format_instant(change), current))
+            if len(changes) > MAX_OFFSET_CHANGES:
+                raise Unprocessable(
+                    "aggregate_range_too_wide",
+                    f"the records span more than {MAX_OFFSET_CHANGES} offset changes of "
+                    f"time zone {zone.key!r}; narrow them with a filter, or use UTC",
+                    param="time_zone",
+                )
+            at = change
+        at = upto
+    return OffsetChanges(first, tuple(changes))
+
+
+# ---------------------------------------------------------------- bucket numbers and keys
+
+
+def day_number(day: date) -> int:
+    """Days from 0000-03-01 to `day` (the SQL's day numbers)."""
+    return (day - date(1970, 1, 1)).days + LOCAL_EPOCH_DAYS_1970
+
+
+def _day(number: int) -> date:
+    return date(1970, 1, 1) + timedelta(days=number - LOCAL_EPOCH_DAYS_1970)
+
+
+def _offset_text(seconds: int) -> str:
+    sign = "-" if seconds < 0 else "+"
+    minutes, rest = divmod(abs(seconds), 60)
+    text = f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    return text + (f":{rest:02d}" if rest else "")
+
+
+def bucket_key(granularity: str, number: int, offset: int | None) -> str:
+    """The text of a bucket the SQL numbered (rule 4): hour numbers count local hours, day and
+    week numbers local days (a week by its Monday), month numbers `year * 12 + month - 1`."""
+    if granularity == "year":
+        return f"{number:04d}"
+    if granularity == "month":
+        return f"{number // 12:04d}-{number % 12 + 1:02d}"
+    if granularity == "week":
+        return _day(number * 7 - 2).isoformat()
+    if granularity == "day":
+        return _day(number).isoformat()
+    assert offset is not None
+    day, hour = divmod(number, 24)
+    return f"{_day(day).isoformat()}T{hour:02d}:00{_offset_text(offset)}"
+
+
+def bucket_bounds(granularity: str, key: str, zone: ZoneInfo) -> tuple[str, str]:
+    """The instants [start, end) of a bucket by its key: the first instant whose local time is
+    in it and the first after it (a local midnight a DST change skips starts when it would)."""
+    if granularity == "hour":
+        start = datetime.fromisoformat(key)
+        return format_instant(start), format_instant(start + timedelta(hours=1))
+    if granularity == "year":
+        first, after = date(int(key), 1, 1), (int(key) + 1, 1, 1)
+    elif granularity == "month":
+        year, month = int(key[:4]), int(key[5:7])
+        first = date(year, month, 1)
+        after = (year + month // 12, month % 12 + 1, 1)
+    else:
+        first = date.fromisoformat(key)
+        last = first + timedelta(days=7 if granularity == "week" else 1)
+        after = (last.year, last.month, last.day)
+
+    def local(day: tuple[int, int, int]) -> str:
+        if day[0] > 9999:
+            return END_INSTANT
+        return format_instant(datetime(*day, tzinfo=zone))
+
+    return local((first.year, first.month, first.day)), local(after)
