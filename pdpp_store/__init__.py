@@ -43,6 +43,7 @@ from .evidence import (
     RecordView,
     SearchHit,
     SearchPage,
+    StoredGrant,
     StreamSchema,
     UpsertResult,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "SelectorArgs",
     "Store",
     "StoreError",
+    "StoredGrant",
     "StreamGrant",
     "StreamSchema",
     "TimeConstraint",

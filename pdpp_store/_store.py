@@ -36,15 +36,18 @@ from ._core.identity import (
 from ._core.manifest import Manifest
 from ._core.selector import SelectorArgs
 from ._opening import DEFAULT_BATCH_SIZE, Opening, opened_async, opened_sync
+from ._ops import grants as _grants
 from ._ops import reads as _reads
 from ._ops import search as _search
 from ._ops import writes as _ingest
 from ._ops.catalogue import (
     ADD_CONNECTION,
+    ADD_GRANT,
     BLOB_INFO,
     DELETE_RECORD,
     DESCRIBE_FIELD,
     DESCRIBE_GRANT,
+    LIST_GRANTS,
     PUT_BLOB,
     READ_BLOB_RANGE,
     READ_FIELD_WINDOW,
@@ -52,6 +55,7 @@ from ._ops.catalogue import (
     READ_RESOURCE,
     REGISTER_MANIFEST,
     RETIRE_CURSOR_KEYS,
+    REVOKE_GRANT,
     ROTATE_CURSOR_KEY,
     SEARCH,
     UPSERT_RECORDS,
@@ -79,6 +83,7 @@ from .evidence import (
     GrantSchema,
     RecordView,
     SearchPage,
+    StoredGrant,
     UpsertResult,
 )
 
@@ -303,8 +308,11 @@ class Store(_StoreCore):
     ) -> FieldWindow:
         return self._run(
             READ_FIELD_WINDOW,
-            _reads.read_field_window(
-                self._ctx, grant, record, field, connection_id=connection_id, **selector
+            _grants.checked(
+                grant,
+                _reads.read_field_window(
+                    self._ctx, grant, record, field, connection_id=connection_id, **selector
+                ),
             ),
         )
 
@@ -319,13 +327,16 @@ class Store(_StoreCore):
     ) -> RecordView:
         return self._run(
             READ_RECORD,
-            _reads.read_record(
-                self._ctx,
+            _grants.checked(
                 grant,
-                record,
-                connection_id=connection_id,
-                after_field=after_field,
-                fields=fields,
+                _reads.read_record(
+                    self._ctx,
+                    grant,
+                    record,
+                    connection_id=connection_id,
+                    after_field=after_field,
+                    fields=fields,
+                ),
             ),
         )
 
@@ -341,34 +352,65 @@ class Store(_StoreCore):
     ) -> SearchPage:
         return self._run(
             SEARCH,
-            self._op_search(
-                grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
+            _grants.checked(
+                grant,
+                self._op_search(
+                    grant,
+                    q,
+                    streams=streams,
+                    connection_id=connection_id,
+                    limit=limit,
+                    cursor=cursor,
+                ),
             ),
         )
 
     def describe_grant(self, grant: Grant) -> GrantSchema:
-        return self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
+        return self._run(
+            DESCRIBE_GRANT, _grants.checked(grant, _search.describe_grant(self._ctx, grant))
+        )
 
     def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
         return self._run(
             DESCRIBE_FIELD,
-            _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
+            _grants.checked(
+                grant,
+                _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
+            ),
         )
 
     def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
-        return self._run(READ_RESOURCE, self._op_read_resource(grant, uri))
+        return self._run(READ_RESOURCE, _grants.checked(grant, self._op_read_resource(grant, uri)))
 
     def blob_info(self, grant: Grant, blob_id: str) -> BlobInfo:
-        return self._run(BLOB_INFO, _reads.blob_info(grant, blob_id))
+        return self._run(BLOB_INFO, _grants.checked(grant, _reads.blob_info(grant, blob_id)))
 
     def read_blob_range(
         self, grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
     ) -> BlobRange:
         return self._run(
-            READ_BLOB_RANGE, _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+            READ_BLOB_RANGE,
+            _grants.checked(
+                grant, _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+            ),
         )
+
+    def add_grant(self, grant: Grant | Mapping[str, Any]) -> StoredGrant:
+        """Keep `grant` in the store (a `Grant` or its JSON); servers whose tokens name its id
+        serve it, until `revoke_grant`. Idempotent for the same terms; other terms under a
+        stored id are `grant_exists`."""
+        return self._run(ADD_GRANT, _grants.add_grant(grant))
+
+    def revoke_grant(self, grant_id: str) -> StoredGrant:
+        """Revoke the stored grant `grant_id` for good: every read under it, on every surface
+        and in every process, is `grant_revoked` from the next call on."""
+        return self._run(REVOKE_GRANT, _grants.revoke_grant(grant_id))
+
+    def list_grants(self) -> list[StoredGrant]:
+        """Every stored grant, by id, with its status now."""
+        return self._run(LIST_GRANTS, _grants.list_grants())
 
 
 class AsyncStore(_StoreCore):
@@ -500,8 +542,11 @@ class AsyncStore(_StoreCore):
     ) -> FieldWindow:
         return await self._run(
             READ_FIELD_WINDOW,
-            _reads.read_field_window(
-                self._ctx, grant, record, field, connection_id=connection_id, **selector
+            _grants.checked(
+                grant,
+                _reads.read_field_window(
+                    self._ctx, grant, record, field, connection_id=connection_id, **selector
+                ),
             ),
         )
 
@@ -516,13 +561,16 @@ class AsyncStore(_StoreCore):
     ) -> RecordView:
         return await self._run(
             READ_RECORD,
-            _reads.read_record(
-                self._ctx,
+            _grants.checked(
                 grant,
-                record,
-                connection_id=connection_id,
-                after_field=after_field,
-                fields=fields,
+                _reads.read_record(
+                    self._ctx,
+                    grant,
+                    record,
+                    connection_id=connection_id,
+                    after_field=after_field,
+                    fields=fields,
+                ),
             ),
         )
 
@@ -538,31 +586,61 @@ class AsyncStore(_StoreCore):
     ) -> SearchPage:
         return await self._run(
             SEARCH,
-            self._op_search(
-                grant, q, streams=streams, connection_id=connection_id, limit=limit, cursor=cursor
+            _grants.checked(
+                grant,
+                self._op_search(
+                    grant,
+                    q,
+                    streams=streams,
+                    connection_id=connection_id,
+                    limit=limit,
+                    cursor=cursor,
+                ),
             ),
         )
 
     async def describe_grant(self, grant: Grant) -> GrantSchema:
-        return await self._run(DESCRIBE_GRANT, _search.describe_grant(self._ctx, grant))
+        return await self._run(
+            DESCRIBE_GRANT, _grants.checked(grant, _search.describe_grant(self._ctx, grant))
+        )
 
     async def describe_field(
         self, grant: Grant, record: RecordInput, field: str, *, connection_id: str | None = None
     ) -> FieldInfo:
         return await self._run(
             DESCRIBE_FIELD,
-            _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
+            _grants.checked(
+                grant,
+                _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
+            ),
         )
 
     async def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
-        return await self._run(READ_RESOURCE, self._op_read_resource(grant, uri))
+        return await self._run(
+            READ_RESOURCE, _grants.checked(grant, self._op_read_resource(grant, uri))
+        )
 
     async def blob_info(self, grant: Grant, blob_id: str) -> BlobInfo:
-        return await self._run(BLOB_INFO, _reads.blob_info(grant, blob_id))
+        return await self._run(BLOB_INFO, _grants.checked(grant, _reads.blob_info(grant, blob_id)))
 
     async def read_blob_range(
         self, grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
     ) -> BlobRange:
         return await self._run(
-            READ_BLOB_RANGE, _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+            READ_BLOB_RANGE,
+            _grants.checked(
+                grant, _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+            ),
         )
+
+    async def add_grant(self, grant: Grant | Mapping[str, Any]) -> StoredGrant:
+        """As `Store.add_grant`."""
+        return await self._run(ADD_GRANT, _grants.add_grant(grant))
+
+    async def revoke_grant(self, grant_id: str) -> StoredGrant:
+        """As `Store.revoke_grant`."""
+        return await self._run(REVOKE_GRANT, _grants.revoke_grant(grant_id))
+
+    async def list_grants(self) -> list[StoredGrant]:
+        """As `Store.list_grants`."""
+        return await self._run(LIST_GRANTS, _grants.list_grants())

@@ -26,11 +26,13 @@ from pdpp_store._core.selector import SELECTOR_ARGS
 
 __all__ = [
     "ADD_CONNECTION",
+    "ADD_GRANT",
     "BLOB_INFO",
     "CATALOGUE",
     "DELETE_RECORD",
     "DESCRIBE_FIELD",
     "DESCRIBE_GRANT",
+    "LIST_GRANTS",
     "PUT_BLOB",
     "READ_BLOB_RANGE",
     "READ_FIELD_WINDOW",
@@ -38,6 +40,7 @@ __all__ = [
     "READ_RESOURCE",
     "REGISTER_MANIFEST",
     "RETIRE_CURSOR_KEYS",
+    "REVOKE_GRANT",
     "ROTATE_CURSOR_KEY",
     "SEARCH",
     "UPSERT_RECORDS",
@@ -180,6 +183,15 @@ SEARCH = Operation(
     ("SearchPage",),
 )
 DESCRIBE_GRANT = Operation("describe_grant", "read", (_GRANT,), ("GrantSchema",))
+# The owner's grants (docs/contract.md §14): `grant` here is the grant to keep, an object, not
+# the caller's authority. Listing is the owner's, under no grant, so it is not a read (every read
+# is under a grant, and served to agents): like the other owner operations it runs in its own
+# transaction and is the library's and the command line's only.
+ADD_GRANT = Operation("add_grant", "write", (_required("grant", "object"),), ("StoredGrant",))
+REVOKE_GRANT = Operation(
+    "revoke_grant", "write", (_required("grant_id", "string"),), ("StoredGrant",)
+)
+LIST_GRANTS = Operation("list_grants", "write", (), ("StoredGrant",))
 
 CATALOGUE: dict[str, Operation] = {
     op.name: op
@@ -199,6 +211,9 @@ CATALOGUE: dict[str, Operation] = {
         READ_BLOB_RANGE,
         SEARCH,
         DESCRIBE_GRANT,
+        ADD_GRANT,
+        REVOKE_GRANT,
+        LIST_GRANTS,
     )
 }
 """Every operation of the store by name, in the order the docs list them."""

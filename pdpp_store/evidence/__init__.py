@@ -27,6 +27,7 @@ from .field import FieldInfo
 from .grant_schema import FieldSchema, GrantSchema, StreamSchema
 from .record import FieldPreview, RecordView
 from .search import MatchExcerpt, SearchHit, SearchPage
+from .stored_grant import StoredGrant
 from .upsert import UpsertResult
 from .window import FieldWindow
 
@@ -47,6 +48,7 @@ __all__ = [
     "RecordView",
     "SearchHit",
     "SearchPage",
+    "StoredGrant",
     "StreamSchema",
     "UpsertResult",
     "json_schemas",
@@ -69,6 +71,7 @@ CARDS: tuple[type[Any], ...] = (
     FieldSchema,
     StreamSchema,
     GrantSchema,
+    StoredGrant,
 )
 """Every card class; each has `to_dict()` and `JSON_SCHEMA`."""
 
