@@ -408,9 +408,9 @@ class Store(_StoreCore):
         and in every process, is `grant_revoked` from the next call on."""
         return self._run(REVOKE_GRANT, _grants.revoke_grant(grant_id))
 
-    def list_grants(self) -> list[StoredGrant]:
-        """Every stored grant, by id, with its status now."""
-        return self._run(LIST_GRANTS, _grants.list_grants())
+    def list_grants(self, grant_id: str | None = None) -> list[StoredGrant]:
+        """Every stored grant (or only `grant_id`'s), by id, with its status now."""
+        return self._run(LIST_GRANTS, _grants.list_grants(grant_id))
 
 
 class AsyncStore(_StoreCore):
@@ -641,6 +641,6 @@ class AsyncStore(_StoreCore):
         """As `Store.revoke_grant`."""
         return await self._run(REVOKE_GRANT, _grants.revoke_grant(grant_id))
 
-    async def list_grants(self) -> list[StoredGrant]:
+    async def list_grants(self, grant_id: str | None = None) -> list[StoredGrant]:
         """As `Store.list_grants`."""
-        return await self._run(LIST_GRANTS, _grants.list_grants())
+        return await self._run(LIST_GRANTS, _grants.list_grants(grant_id))

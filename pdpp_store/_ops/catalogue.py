@@ -191,7 +191,9 @@ ADD_GRANT = Operation("add_grant", "write", (_required("grant", "object"),), ("S
 REVOKE_GRANT = Operation(
     "revoke_grant", "write", (_required("grant_id", "string"),), ("StoredGrant",)
 )
-LIST_GRANTS = Operation("list_grants", "write", (), ("StoredGrant",))
+LIST_GRANTS = Operation(
+    "list_grants", "write", (_optional("grant_id", "string"),), ("StoredGrant",)
+)
 
 CATALOGUE: dict[str, Operation] = {
     op.name: op

@@ -77,9 +77,12 @@ def revoke_grant(grant_id: object) -> Op[StoredGrant]:
     return grant_sql.stored_grant_of(rows[0], now)
 
 
-def list_grants() -> Op[list[StoredGrant]]:
+def list_grants(grant_id: object = None) -> Op[list[StoredGrant]]:
     now = now_instant()
-    rows = (yield grant_sql.list_grant_rows()) or []
+    if grant_id is not None:
+        rows = (yield grant_sql.grant_row(_grant_id(grant_id))) or []
+    else:
+        rows = (yield grant_sql.list_grant_rows()) or []
     return [grant_sql.stored_grant_of(row, now) for row in rows]
 
 

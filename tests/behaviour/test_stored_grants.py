@@ -45,6 +45,8 @@ def test_a_grant_added_is_listed_and_reads_until_revoked(store: StoreFront) -> N
     assert kept.revoked_at is None
     assert kept.to_dict()["grant"] == _grant().to_dict()
     assert [g.grant_id for g in store.list_grants()] == ["g-stored"]
+    assert [g.grant_id for g in store.list_grants("g-stored")] == ["g-stored"]
+    assert store.list_grants("g-nobody") == []
 
     assert store.read_record(_grant(), ref_id("e1")).to_dict()["record_id"] == "e1"
     revoked = store.revoke_grant("g-stored")

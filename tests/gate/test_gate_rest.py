@@ -174,8 +174,8 @@ def test_the_rest_check_bites(served: Served, monkeypatch: pytest.MonkeyPatch) -
     everything = Grant.from_dict({"grant_id": "g-all", "streams": [{"name": s} for s in STREAMS]})
     real = rest_app._grant_resolver
 
-    def resolver(tokens: Any) -> Any:
-        return real(dict.fromkeys(tokens, everything))
+    def resolver(tokens: Any, store: Any) -> Any:
+        return real(dict.fromkeys(tokens, everything), store)
 
     monkeypatch.setattr(rest_app, "_grant_resolver", resolver)
     with pytest.raises(AssertionError, match="unauthorized canary in a REST answer"):
