@@ -37,6 +37,9 @@ Rules:
    introspection, RFC 9068 JWTs), whose tokens must name this server's public base URL as their
    audience (so with one, a wildcard listening address needs `public_url`). The RFC 9728
    metadata names its issuer; a server given a map of tokens resolves by that map alone.
+8. What the server writes to stdout and stderr holds no personal data and no token: uvicorn's
+   access log (the whole URL) is off, and `pdpp_store.access_log.AccessLog` logs each request
+   by method, route template, status, time and request id.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import SIGNALS
 
 from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable
+from pdpp_store.access_log import AccessLog
 from pdpp_store.auth import OAuth, Resolvers, TokensFile
 from pdpp_store.http import PUBLIC_URL_KEY, Resolver, check_public_url
 from pdpp_store.mcp import http_app
@@ -76,6 +80,7 @@ def _config(app: Any, host: str, port: int, log_level: str, **options: Any) -> u
         log_level=log_level,
         proxy_headers=False,
         server_header=False,
+        access_log=False,  # uvicorn's names the full URL: ours (rule 8) does not
         **options,
     )
 
@@ -174,7 +179,7 @@ async def serve(
     grants = tokens if isinstance(tokens, Mapping | Resolver) else resolver_for(tokens, None, named)
     store = await AsyncStore.open(url)
     app = await _application(store, grants)
-    await uvicorn.Server(_config(_Door(app, named), host, port, log_level)).serve()
+    await uvicorn.Server(_config(_Door(AccessLog(app), named), host, port, log_level)).serve()
 
 
 @dataclass(frozen=True)
@@ -187,7 +192,7 @@ class _Worker:
     public_url: str | None = None
 
     def __call__(self) -> _Door:
-        return _Door(_OpenedAtStartup(self.url, self.grants), self.public_url)
+        return _Door(AccessLog(_OpenedAtStartup(self.url, self.grants)), self.public_url)
 
 
 class _OpenedAtStartup:

@@ -289,6 +289,7 @@ SURFACES = (
     "pdpp_store.http",
     "pdpp_store.serve",
     "pdpp_store.auth",
+    "pdpp_store.access_log",
 )
 """The surfaces, and the HTTP modules beside them: `http`, the door REST and MCP share
 (bearer tokens, the 401, error envelopes, request ids), `serve`, which mounts both, and `auth`,
@@ -302,6 +303,8 @@ SURFACE_EDGES: dict[tuple[str, str], str] = {
     ("pdpp_store.serve", "pdpp_store.http"): "the public URL and the limits the door applies",
     ("pdpp_store.serve", "pdpp_store.auth"): "the token resolvers `serve` is configured with",
     ("pdpp_store.auth", "pdpp_store.http"): "the `Resolver` interface, `Access`, the 401",
+    ("pdpp_store.serve", "pdpp_store.access_log"): "the access log it serves behind",
+    ("pdpp_store.access_log", "pdpp_store.http"): "the request id and the ASGI types",
     ("pdpp_store.cli", "pdpp_store.serve"): "`pdpp-store serve`",
     ("pdpp_store.cli", "pdpp_store.demo"): "`pdpp-store demo`",
     ("pdpp_store.cli", "pdpp_store.mcp"): "`pdpp-store mcp` (stdio), and `--format text` renders "
@@ -339,7 +342,7 @@ def test_the_new_http_modules_import_only_public_names() -> None:
     modules are its own)."""
     offenders = [
         f"{_module_name(path)} imports {name}"
-        for path in _modules("http", "serve", "auth")
+        for path in _modules("http", "serve", "auth", "access_log")
         for name in imports_of(path)
         if _private(name) and not name.startswith("pdpp_store.auth.")
     ]
@@ -379,6 +382,7 @@ ABOVE_THE_STORE = (
     "pdpp_store.http",
     "pdpp_store.serve",
     "pdpp_store.auth",
+    "pdpp_store.access_log",
     "pdpp_store.rest",
     "pdpp_store.mcp",
     "pdpp_store.cli",
