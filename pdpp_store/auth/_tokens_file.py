@@ -84,12 +84,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _target(value: object, number: int) -> Grant | str:
     where = f"tokens[{number}]"
-    if isinstance(value, str):
-        if not value or "\x00" in value:
+    named = (
+        value["grant_id"] if isinstance(value, Mapping) and set(value) == {"grant_id"} else value
+    )
+    if isinstance(value, str) or named is not value:
+        if not isinstance(named, str) or not named or "\x00" in named:
             raise _invalid(f"entry {number}: a grant id must be a non-empty string", where)
-        return value
-    if isinstance(value, Mapping) and set(value) == {"grant_id"}:
-        return _target(value["grant_id"], number)
+        return named
     try:
         return Grant.from_dict(value)
     except StoreError as error:
