@@ -15,7 +15,12 @@
     pdpp-store [--db URL] blob put FILE --mime-type TYPE      Store.put_blob
     pdpp-store [--db URL] search Q --grant FILE               Store.search
     pdpp-store [--db URL] grant describe --grant FILE         Store.describe_grant
-    pdpp-store [--db URL] serve --tokens FILE [--host] [--port] [--workers] [--public-url]
+    pdpp-store [--db URL] grant add FILE.json                 Store.add_grant
+    pdpp-store [--db URL] grant revoke GRANT_ID               Store.revoke_grant
+    pdpp-store [--db URL] grant list [--grant-id ID]          Store.list_grants
+    pdpp-store [--db URL] serve [--tokens FILE] [--issuer URL --introspection-url URL
+                                 --client-id ID --client-secret-file FILE --jwks-url URL]
+                                [--host] [--port] [--workers] [--public-url]
                                                                pdpp_store.serve.run
     pdpp-store [--db URL] mcp --grant FILE                    pdpp_store.mcp.serve_stdio
     pdpp-store [--db URL] migrate                             Store.open(url, migrate=True)
@@ -104,6 +109,9 @@ OPERATIONS: dict[str, Shell] = {
     "read_blob_range": Shell(("blob", "read")),
     "search": Shell(("search",)),
     "describe_grant": Shell(("grant", "describe")),
+    "add_grant": Shell(("grant", "add"), {"grant": "file"}),
+    "revoke_grant": Shell(("grant", "revoke")),
+    "list_grants": Shell(("grant", "list")),
 }
 """Every library operation's command (rule 4)."""
 
@@ -534,7 +542,33 @@ def search(
 
 @cli.group("grant")
 def grant_group() -> None:
-    """What a grant lets an agent see."""
+    """Grants: what one lets an agent see, and the grants the store keeps (tokens name them)."""
+
+
+@grant_group.command("add")
+@click.argument("file", type=click.File("rb"), metavar="FILE.json")
+@click.pass_context
+def grant_add(ctx: click.Context, file: IO[bytes]) -> None:
+    """Keep the grant of FILE.json (PDPP grant JSON) in the store; a tokens file or an
+    authorization server's token may then name it by its grant_id. Prints the stored grant."""
+    _echo_json(_open_store(ctx).add_grant(_load_json(file, "'FILE.json'")).to_dict())
+
+
+@grant_group.command("revoke")
+@click.argument("grant_id")
+@click.pass_context
+def grant_revoke(ctx: click.Context, grant_id: str) -> None:
+    """Revoke a stored grant for good: every server refuses it (grant_revoked) on its next
+    request, with no restart. Prints the revoked grant."""
+    _echo_json(_open_store(ctx).revoke_grant(grant_id).to_dict())
+
+
+@grant_group.command("list")
+@click.option("--grant-id", "grant_id", default=None, metavar="ID", help="Only this grant.")
+@click.pass_context
+def grant_list(ctx: click.Context, grant_id: str | None) -> None:
+    """The stored grants, by id, each with its status now (active, expired or revoked)."""
+    _echo_json([stored.to_dict() for stored in _open_store(ctx).list_grants(grant_id)])
 
 
 @grant_group.command("describe")
@@ -617,10 +651,46 @@ def blob_put(ctx: click.Context, file: IO[bytes], mime_type: str) -> None:
 @click.option(
     "--tokens",
     "tokens_path",
-    required=True,
+    default=None,
     type=click.Path(path_type=Path),  # any bad path is the library's `invalid_tokens`
     metavar="FILE.json",
-    help="A JSON object mapping each bearer token to the PDPP grant it carries.",
+    help="A JSON object mapping each bearer token (or sha256:<hex> of it) to the PDPP grant it"
+    " carries or the id of a stored grant; read again when it changes.",
+)
+@click.option(
+    "--issuer",
+    default=None,
+    metavar="URL",
+    help="An OAuth authorization server whose tokens this server accepts (its issuer).",
+)
+@click.option(
+    "--introspection-url",
+    default=None,
+    metavar="URL",
+    help="Its RFC 7662 introspection endpoint (with --client-id and --client-secret-file).",
+)
+@click.option("--client-id", default=None, metavar="ID", help="This server's client id there.")
+@click.option(
+    "--client-secret-file",
+    default=None,
+    type=click.File("r"),
+    metavar="FILE",
+    help="A file holding this server's client secret there (never on the command line).",
+)
+@click.option(
+    "--jwks-url",
+    default=None,
+    metavar="URL",
+    help="Its JWKS, to check RFC 9068 JWT access tokens locally.",
+)
+@click.option(
+    "--introspection-cache-seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0, 60),
+    metavar="S",
+    help="How long an introspected token is trusted before asking again (a revocation there"
+    " is seen within this bound).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
@@ -642,7 +712,13 @@ def blob_put(ctx: click.Context, file: IO[bytes], mime_type: str) -> None:
 @click.pass_context
 def serve(  # noqa: PLR0917 (click passes each option by keyword)
     ctx: click.Context,
-    tokens_path: Path,
+    tokens_path: Path | None,
+    issuer: str | None,
+    introspection_url: str | None,
+    client_id: str | None,
+    client_secret_file: IO[str] | None,
+    jwks_url: str | None,
+    introspection_cache_seconds: float,
     host: str,
     port: int,
     workers: int,
@@ -656,6 +732,26 @@ def serve(  # noqa: PLR0917 (click passes each option by keyword)
         raise click.UsageError(
             f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
         ) from None
+    oauth = None
+    if issuer is not None or introspection_url is not None or jwks_url is not None:
+        from .auth import OAuth
+
+        if issuer is None:
+            raise BadRequest(
+                "invalid_request", "an authorization server needs --issuer", param="issuer"
+            )
+        secret = None if client_secret_file is None else client_secret_file.read().strip()
+        try:
+            oauth = OAuth(
+                issuer=issuer,
+                introspection_endpoint=introspection_url,
+                client_id=client_id,
+                client_secret=secret,
+                jwks_uri=jwks_url,
+                cache_seconds=introspection_cache_seconds,
+            )
+        except ValueError as error:
+            raise BadRequest("invalid_request", str(error), param="issuer") from None
     run(
         ctx.find_root().params["db"],
         tokens_path,
@@ -663,6 +759,7 @@ def serve(  # noqa: PLR0917 (click passes each option by keyword)
         port=port,
         workers=workers,
         public_url=public_url,
+        oauth=oauth,
     )
 
 

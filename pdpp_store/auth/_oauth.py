@@ -9,9 +9,9 @@ Rules:
    client credentials (HTTP Basic, `client_secret_basic`). The answer must say `"active": true`;
    its `exp`, if any, must be in the future; its `iss`, if any, must be the configured issuer;
    its `aud` must name this resource. Anything else is `invalid_token` (401).
-2. A positive answer is kept for at most `min(exp, CACHE_SECONDS)` (60 s): a token the
-   authorization server revokes is refused again within a minute. An inactive or refused token
-   is never kept: the next request asks again.
+2. A positive answer is kept for at most `min(exp, cache_seconds)` (60 s by default, and never
+   more): a token the authorization server revokes is refused again within that bound. An
+   inactive or refused token is never kept: the next request asks again.
 3. A JWT access token (a compact JWS, three dot-separated parts, when `jwks_uri` is configured)
    is checked locally, RFC 9068 §4: header `typ` `at+jwt`, an asymmetric signature by a key of
    the authorization server's JWKS (`RS256`, `PS256`, `ES256`, `EdDSA`; never `none` or an HMAC
@@ -82,6 +82,8 @@ class OAuth:
     client_secret: str | None = field(default=None, repr=False)
     jwks_uri: str | None = None
     timeout_s: float = TIMEOUT_SECONDS
+    cache_seconds: float = CACHE_SECONDS
+    """How long a positive introspection answer is kept, at most (rule 2): 0 to 60 seconds."""
     _answers: dict[bytes, tuple[float, Access]] = field(default_factory=dict, repr=False)
     _jwks: tuple[float, KeySet] | None = field(default=None, repr=False)
     _jwks_asked_at: float = field(default=0.0, repr=False)
@@ -89,6 +91,8 @@ class OAuth:
     _stored: StoredGrants = field(default_factory=StoredGrants, repr=False)
 
     def __post_init__(self) -> None:
+        if not 0 <= self.cache_seconds <= CACHE_SECONDS:
+            raise ValueError(f"cache_seconds must be between 0 and {CACHE_SECONDS}")
         if self.introspection_endpoint is None and self.jwks_uri is None:
             raise ValueError("OAuth needs an introspection endpoint, a JWKS URI, or both")
         if self.introspection_endpoint is not None and not (self.client_id and self.client_secret):
@@ -96,7 +100,8 @@ class OAuth:
 
     def __getstate__(self) -> dict[str, Any]:  # a worker starts with nothing kept
         kept = ("issuer", "resource", "introspection_endpoint", "client_id", "client_secret")
-        return {name: getattr(self, name) for name in (*kept, "jwks_uri", "timeout_s")}
+        more = ("jwks_uri", "timeout_s", "cache_seconds")
+        return {name: getattr(self, name) for name in (*kept, *more)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -148,7 +153,8 @@ class OAuth:
             raise invalid_token("the token was issued by another authorization server")
         self._check_audience(claims.get("aud"))
         access = await self._grant_access(claims, store)
-        until = now + CACHE_SECONDS if exp is None else min(float(exp), now + CACHE_SECONDS)
+        bound = now + self.cache_seconds
+        until = bound if exp is None else min(float(exp), bound)
         if len(self._answers) >= MAX_KEPT_ANSWERS:
             self._answers.clear()
         self._answers[key] = (until, access)

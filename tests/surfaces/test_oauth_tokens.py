@@ -1,8 +1,8 @@
 """OAuth bearer tokens (docs/contract.md §14), against a real authorization server: Authlib's
 (`tests/_oauth_as.py`) as its own process on 127.0.0.1, speaking RFC 7662 introspection with
 client authentication and publishing a JWKS for RFC 9068 JWT access tokens; and the real server
-(`pdpp_store.serve.run`) as another process, spoken to over sockets with httpx (REST) and the
-MCP SDK's Streamable HTTP client.
+(`pdpp-store serve --issuer ...`) as another process, spoken to over sockets with httpx (REST)
+and the MCP SDK's Streamable HTTP client.
 
 Covered: active, inactive, expired, wrong-audience, wrong-issuer and bad-signature tokens, in
 both forms (introspected and JWT); the grant named by a `grant_id` claim or carried as RFC 9396
@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 from _rest import TEXT, seed, window_path
-from test_serve import _mcp_read, free_port
+from test_serve import CLI, _mcp_read, free_port
 
 from pdpp_store import AsyncStore, Store
 
@@ -98,24 +98,6 @@ class Site:
         )
 
 
-SERVE = """
-import sys
-from pdpp_store.auth import OAuth
-from pdpp_store.serve import run
-from pdpp_store.auth import _oauth
-_oauth.CACHE_SECONDS = int(sys.argv[5])
-issuer = sys.argv[3]
-oauth = OAuth(
-    issuer=issuer,
-    introspection_endpoint=issuer + "/introspect",
-    client_id="rs-client",
-    client_secret=open(sys.argv[4]).read().strip(),
-    jwks_uri=issuer + "/jwks",
-)
-run(sys.argv[1], None, port=int(sys.argv[2]), oauth=oauth)
-"""
-
-
 @pytest.fixture
 def site(db_url: str, tmp_path: Path) -> Iterator[Site]:
     async def seeded() -> None:
@@ -141,13 +123,23 @@ def site(db_url: str, tmp_path: Path) -> Iterator[Site]:
         _wait(f"{issuer}/jwks", authorization_server)
         server = subprocess.Popen(
             [
-                sys.executable,
-                "-c",
-                SERVE,
+                str(CLI),
+                "--db",
                 db_url,
+                "serve",
+                "--port",
                 str(port),
+                "--issuer",
                 issuer,
+                "--introspection-url",
+                f"{issuer}/introspect",
+                "--client-id",
+                "rs-client",
+                "--client-secret-file",
                 str(secret),
+                "--jwks-url",
+                f"{issuer}/jwks",
+                "--introspection-cache-seconds",
                 str(CACHE_SECONDS),
             ],
             stdout=subprocess.DEVNULL,

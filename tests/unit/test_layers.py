@@ -306,6 +306,7 @@ SURFACE_EDGES: dict[tuple[str, str], str] = {
     ("pdpp_store.serve", "pdpp_store.access_log"): "the access log it serves behind",
     ("pdpp_store.access_log", "pdpp_store.http"): "the request id and the ASGI types",
     ("pdpp_store.cli", "pdpp_store.serve"): "`pdpp-store serve`",
+    ("pdpp_store.cli", "pdpp_store.auth"): "`pdpp-store serve --issuer ...`: its OAuth settings",
     ("pdpp_store.cli", "pdpp_store.demo"): "`pdpp-store demo`",
     ("pdpp_store.cli", "pdpp_store.mcp"): "`pdpp-store mcp` (stdio), and `--format text` renders "
     "continuations as the MCP server's tool calls (its SDK-free `calls`)",
