@@ -245,6 +245,10 @@ class Grant:
     streams: tuple[StreamGrant, ...]
     expires_at: datetime | None = None
     status: str | None = None
+    stored: bool = field(default=False, compare=False, repr=False)
+    """Obtained from the store (`Store.add_grant`, `list_grants`, a server's token naming it by
+    id): every read under it first asks the store whether it was revoked. A grant the caller
+    builds is judged by its own terms alone (and costs no lookup)."""
     _fingerprints: dict[str, bytes] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )

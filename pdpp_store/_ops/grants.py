@@ -7,18 +7,18 @@ Rules:
    (409) otherwise. A revoked id is never reused, so a token that named it can never come to
    mean something else.
 2. Revocation is for good and takes effect on the next read of every surface, in every process:
-   each read operation is wrapped by `checked`, which asks the store about the grant's id before
-   the operation's own first step. A grant the store holds revoked is `grant_revoked`, one it
-   holds expired `grant_expired` (403), before anything else is looked at: a grant taken back
-   answers nothing, not even whether a stream is declared. A grant the store does not hold (one
-   built by the caller) is checked by its own terms, as before.
+   each read operation is wrapped by `checked`, which, for a grant obtained from the store
+   (`Grant.stored`: from `add_grant`, `list_grants`, or a server's token naming it by id), asks
+   the store about its id before the operation's own first step. Revoked is `grant_revoked`,
+   expired `grant_expired` (403), before anything else is looked at: a grant taken back answers
+   nothing, not even whether a stream is declared. A grant the caller builds (a `Grant` or its
+   JSON) is judged by its own terms, as before, and its reads stay one statement each.
 3. Revoking an id the store does not hold is `grant_not_found` (404) naming `grant_id`;
    revoking a revoked grant changes nothing and answers the same card.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -87,14 +87,10 @@ def list_grants(grant_id: object = None) -> Op[list[StoredGrant]]:
 
 
 def _id_of(grant: object) -> str | None:
-    """The id a read's grant argument names, without judging the argument (the operation
-    refuses a malformed grant at its own step)."""
-    if isinstance(grant, Grant):
+    """The id to ask the store about: a stored grant's (rule 2); None for a grant the caller
+    built (a `Grant` or its JSON), which its own terms govern."""
+    if isinstance(grant, Grant) and grant.stored:
         return grant.grant_id
-    if isinstance(grant, Mapping):
-        found = grant.get("grant_id")
-        if isinstance(found, str) and found and "\x00" not in found and is_unicode(found):
-            return found
     return None
 
 

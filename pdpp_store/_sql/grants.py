@@ -8,6 +8,7 @@ under SQLAlchemy and the bare driver.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import cache
 from typing import Any
@@ -112,7 +113,7 @@ def standing_of(rows: Rows | None) -> tuple[str | None, str | None] | None:
 
 def stored_grant_of(row: Row, now: str) -> StoredGrant:
     """The card of a stored row, its status as of `now` (a normalised instant)."""
-    grant = Grant.from_dict(json.loads(row["terms"]))
+    grant = dataclasses.replace(Grant.from_dict(json.loads(row["terms"])), stored=True)
     revoked_at = row["revoked_at"]
     expires_at = row["expires_at"]
     if revoked_at is not None:

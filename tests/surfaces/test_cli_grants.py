@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from pdpp_store import Forbidden, Grant, Store
+from pdpp_store import Forbidden, Store
 from pdpp_store.cli import cli
 
 GRANT = {"grant_id": "g-cli", "streams": [{"name": "message_bodies"}]}
@@ -36,7 +36,7 @@ def test_grant_add_list_revoke(db_url: str, tmp_path: Path) -> None:
     assert revoked.exit_code == 0, revoked.output
     assert json.loads(revoked.stdout)["status"] == "revoked"
     with Store.open(db_url) as store, pytest.raises(Forbidden) as refused:
-        store.describe_grant(Grant.from_dict(GRANT))
+        store.describe_grant(store.list_grants("g-cli")[0].grant)
     assert refused.value.code == "grant_revoked"
 
     again = run(db_url, "grant", "add", str(path))
