@@ -49,6 +49,7 @@ from .evidence import (
     RecordView,
     SearchHit,
     SearchPage,
+    StoredGrant,
     StreamSchema,
     UpsertResult,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "SelectorArgs",
     "Store",
     "StoreError",
+    "StoredGrant",
     "StreamGrant",
     "StreamSchema",
     "TimeConstraint",

@@ -38,17 +38,20 @@ from ._core.selector import SelectorArgs
 from ._opening import DEFAULT_BATCH_SIZE, Opening, opened_async, opened_sync
 from ._ops import aggregate as _aggregate
 from ._ops import discovery as _discovery
+from ._ops import grants as _grants
 from ._ops import query as _query
 from ._ops import reads as _reads
 from ._ops import search as _search
 from ._ops import writes as _ingest
 from ._ops.catalogue import (
     ADD_CONNECTION,
+    ADD_GRANT,
     AGGREGATE,
     BLOB_INFO,
     DELETE_RECORD,
     DESCRIBE_FIELD,
     DESCRIBE_GRANT,
+    LIST_GRANTS,
     PUT_BLOB,
     QUERY_RECORDS,
     READ_BLOB_RANGE,
@@ -57,6 +60,7 @@ from ._ops.catalogue import (
     READ_RESOURCE,
     REGISTER_MANIFEST,
     RETIRE_CURSOR_KEYS,
+    REVOKE_GRANT,
     ROTATE_CURSOR_KEY,
     SEARCH,
     UPSERT_RECORDS,
@@ -86,6 +90,7 @@ from .evidence import (
     RecordPage,
     RecordView,
     SearchPage,
+    StoredGrant,
     UpsertResult,
 )
 
@@ -376,8 +381,11 @@ class Store(_StoreCore):
     ) -> FieldWindow:
         return self._run(
             READ_FIELD_WINDOW,
-            _reads.read_field_window(
-                self._ctx, grant, record, field, connection_id=connection_id, **selector
+            _grants.checked(
+                grant,
+                _reads.read_field_window(
+                    self._ctx, grant, record, field, connection_id=connection_id, **selector
+                ),
             ),
         )
 
@@ -392,13 +400,16 @@ class Store(_StoreCore):
     ) -> RecordView:
         return self._run(
             READ_RECORD,
-            _reads.read_record(
-                self._ctx,
+            _grants.checked(
                 grant,
-                record,
-                connection_id=connection_id,
-                after_field=after_field,
-                fields=fields,
+                _reads.read_record(
+                    self._ctx,
+                    grant,
+                    record,
+                    connection_id=connection_id,
+                    after_field=after_field,
+                    fields=fields,
+                ),
             ),
         )
 
@@ -417,16 +428,19 @@ class Store(_StoreCore):
     ) -> SearchPage:
         return self._run(
             SEARCH,
-            self._op_search(
+            _grants.checked(
                 grant,
-                q,
-                streams=streams,
-                connection_id=connection_id,
-                filter=filter,
-                order=order,
-                limit=limit,
-                cursor=cursor,
-                count=count,
+                self._op_search(
+                    grant,
+                    q,
+                    streams=streams,
+                    connection_id=connection_id,
+                    filter=filter,
+                    order=order,
+                    limit=limit,
+                    cursor=cursor,
+                    count=count,
+                ),
             ),
         )
 
@@ -451,23 +465,29 @@ class Store(_StoreCore):
         narrowed by `filter` (an object or its JSON text); at most `limit` (1..100) groups."""
         return self._run(
             AGGREGATE,
-            self._op_aggregate(
+            _grants.checked(
                 grant,
-                stream,
-                metric=metric,
-                field=field,
-                group_by=group_by,
-                group_by_time=group_by_time,
-                granularity=granularity,
-                time_zone=time_zone,
-                filter=filter,
-                connection_id=connection_id,
-                limit=limit,
+                self._op_aggregate(
+                    grant,
+                    stream,
+                    metric=metric,
+                    field=field,
+                    group_by=group_by,
+                    group_by_time=group_by_time,
+                    granularity=granularity,
+                    time_zone=time_zone,
+                    filter=filter,
+                    connection_id=connection_id,
+                    limit=limit,
+                ),
             ),
         )
 
     def describe_grant(self, grant: Grant, *, stream: str | None = None) -> GrantSchema:
-        return self._run(DESCRIBE_GRANT, _discovery.describe_grant(self._ctx, grant, stream))
+        return self._run(
+            DESCRIBE_GRANT,
+            _grants.checked(grant, _discovery.describe_grant(self._ctx, grant, stream)),
+        )
 
     def query_records(
         self,
@@ -490,17 +510,20 @@ class Store(_StoreCore):
         bookmark (`changes_since`: "beginning" or a page's `next_changes_since`)."""
         return self._run(
             QUERY_RECORDS,
-            self._op_query_records(
+            _grants.checked(
                 grant,
-                stream,
-                connection_id=connection_id,
-                filter=filter,
-                order=order,
-                fields=fields,
-                limit=limit,
-                cursor=cursor,
-                count=count,
-                changes_since=changes_since,
+                self._op_query_records(
+                    grant,
+                    stream,
+                    connection_id=connection_id,
+                    filter=filter,
+                    order=order,
+                    fields=fields,
+                    limit=limit,
+                    cursor=cursor,
+                    count=count,
+                    changes_since=changes_since,
+                ),
             ),
         )
 
@@ -509,21 +532,42 @@ class Store(_StoreCore):
     ) -> FieldInfo:
         return self._run(
             DESCRIBE_FIELD,
-            _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
+            _grants.checked(
+                grant,
+                _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
+            ),
         )
 
     def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
-        return self._run(READ_RESOURCE, self._op_read_resource(grant, uri))
+        return self._run(READ_RESOURCE, _grants.checked(grant, self._op_read_resource(grant, uri)))
 
     def blob_info(self, grant: Grant, blob_id: str) -> BlobInfo:
-        return self._run(BLOB_INFO, _reads.blob_info(grant, blob_id))
+        return self._run(BLOB_INFO, _grants.checked(grant, _reads.blob_info(grant, blob_id)))
 
     def read_blob_range(
         self, grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
     ) -> BlobRange:
         return self._run(
-            READ_BLOB_RANGE, _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+            READ_BLOB_RANGE,
+            _grants.checked(
+                grant, _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+            ),
         )
+
+    def add_grant(self, grant: Grant | Mapping[str, Any]) -> StoredGrant:
+        """Keep `grant` in the store (a `Grant` or its JSON); servers whose tokens name its id
+        serve it, until `revoke_grant`. Idempotent for the same terms; other terms under a
+        stored id are `grant_exists`."""
+        return self._run(ADD_GRANT, _grants.add_grant(grant))
+
+    def revoke_grant(self, grant_id: str) -> StoredGrant:
+        """Revoke the stored grant `grant_id` for good: every read under it, on every surface
+        and in every process, is `grant_revoked` from the next call on."""
+        return self._run(REVOKE_GRANT, _grants.revoke_grant(grant_id))
+
+    def list_grants(self, grant_id: str | None = None) -> list[StoredGrant]:
+        """Every stored grant (or only `grant_id`'s), by id, with its status now."""
+        return self._run(LIST_GRANTS, _grants.list_grants(grant_id))
 
 
 class AsyncStore(_StoreCore):
@@ -655,8 +699,11 @@ class AsyncStore(_StoreCore):
     ) -> FieldWindow:
         return await self._run(
             READ_FIELD_WINDOW,
-            _reads.read_field_window(
-                self._ctx, grant, record, field, connection_id=connection_id, **selector
+            _grants.checked(
+                grant,
+                _reads.read_field_window(
+                    self._ctx, grant, record, field, connection_id=connection_id, **selector
+                ),
             ),
         )
 
@@ -671,13 +718,16 @@ class AsyncStore(_StoreCore):
     ) -> RecordView:
         return await self._run(
             READ_RECORD,
-            _reads.read_record(
-                self._ctx,
+            _grants.checked(
                 grant,
-                record,
-                connection_id=connection_id,
-                after_field=after_field,
-                fields=fields,
+                _reads.read_record(
+                    self._ctx,
+                    grant,
+                    record,
+                    connection_id=connection_id,
+                    after_field=after_field,
+                    fields=fields,
+                ),
             ),
         )
 
@@ -696,16 +746,19 @@ class AsyncStore(_StoreCore):
     ) -> SearchPage:
         return await self._run(
             SEARCH,
-            self._op_search(
+            _grants.checked(
                 grant,
-                q,
-                streams=streams,
-                connection_id=connection_id,
-                filter=filter,
-                order=order,
-                limit=limit,
-                cursor=cursor,
-                count=count,
+                self._op_search(
+                    grant,
+                    q,
+                    streams=streams,
+                    connection_id=connection_id,
+                    filter=filter,
+                    order=order,
+                    limit=limit,
+                    cursor=cursor,
+                    count=count,
+                ),
             ),
         )
 
@@ -727,23 +780,29 @@ class AsyncStore(_StoreCore):
         """As `Store.aggregate`."""
         return await self._run(
             AGGREGATE,
-            self._op_aggregate(
+            _grants.checked(
                 grant,
-                stream,
-                metric=metric,
-                field=field,
-                group_by=group_by,
-                group_by_time=group_by_time,
-                granularity=granularity,
-                time_zone=time_zone,
-                filter=filter,
-                connection_id=connection_id,
-                limit=limit,
+                self._op_aggregate(
+                    grant,
+                    stream,
+                    metric=metric,
+                    field=field,
+                    group_by=group_by,
+                    group_by_time=group_by_time,
+                    granularity=granularity,
+                    time_zone=time_zone,
+                    filter=filter,
+                    connection_id=connection_id,
+                    limit=limit,
+                ),
             ),
         )
 
     async def describe_grant(self, grant: Grant, *, stream: str | None = None) -> GrantSchema:
-        return await self._run(DESCRIBE_GRANT, _discovery.describe_grant(self._ctx, grant, stream))
+        return await self._run(
+            DESCRIBE_GRANT,
+            _grants.checked(grant, _discovery.describe_grant(self._ctx, grant, stream)),
+        )
 
     async def query_records(
         self,
@@ -762,17 +821,20 @@ class AsyncStore(_StoreCore):
         """As `Store.query_records`."""
         return await self._run(
             QUERY_RECORDS,
-            self._op_query_records(
+            _grants.checked(
                 grant,
-                stream,
-                connection_id=connection_id,
-                filter=filter,
-                order=order,
-                fields=fields,
-                limit=limit,
-                cursor=cursor,
-                count=count,
-                changes_since=changes_since,
+                self._op_query_records(
+                    grant,
+                    stream,
+                    connection_id=connection_id,
+                    filter=filter,
+                    order=order,
+                    fields=fields,
+                    limit=limit,
+                    cursor=cursor,
+                    count=count,
+                    changes_since=changes_since,
+                ),
             ),
         )
 
@@ -781,18 +843,38 @@ class AsyncStore(_StoreCore):
     ) -> FieldInfo:
         return await self._run(
             DESCRIBE_FIELD,
-            _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
+            _grants.checked(
+                grant,
+                _reads.describe_field(self._ctx, grant, record, field, connection_id=connection_id),
+            ),
         )
 
     async def read_resource(self, grant: Grant, uri: str) -> RecordView | FieldWindow:
-        return await self._run(READ_RESOURCE, self._op_read_resource(grant, uri))
+        return await self._run(
+            READ_RESOURCE, _grants.checked(grant, self._op_read_resource(grant, uri))
+        )
 
     async def blob_info(self, grant: Grant, blob_id: str) -> BlobInfo:
-        return await self._run(BLOB_INFO, _reads.blob_info(grant, blob_id))
+        return await self._run(BLOB_INFO, _grants.checked(grant, _reads.blob_info(grant, blob_id)))
 
     async def read_blob_range(
         self, grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
     ) -> BlobRange:
         return await self._run(
-            READ_BLOB_RANGE, _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+            READ_BLOB_RANGE,
+            _grants.checked(
+                grant, _reads.read_blob_range(grant, blob_id, offset_bytes, length_bytes)
+            ),
         )
+
+    async def add_grant(self, grant: Grant | Mapping[str, Any]) -> StoredGrant:
+        """As `Store.add_grant`."""
+        return await self._run(ADD_GRANT, _grants.add_grant(grant))
+
+    async def revoke_grant(self, grant_id: str) -> StoredGrant:
+        """As `Store.revoke_grant`."""
+        return await self._run(REVOKE_GRANT, _grants.revoke_grant(grant_id))
+
+    async def list_grants(self, grant_id: str | None = None) -> list[StoredGrant]:
+        """As `Store.list_grants`."""
+        return await self._run(LIST_GRANTS, _grants.list_grants(grant_id))

@@ -34,21 +34,24 @@ from __future__ import annotations
 import hmac
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from pdpp_store import BadRequest, Grant, StoreError
+from pdpp_store import AsyncStore, BadRequest, Grant, StoreError
 
 __all__ = [
     "METADATA_PATH",
     "PUBLIC_URL_KEY",
     "REQUEST_ID_HEADER",
+    "Access",
     "RequestIdMiddleware",
+    "Resolver",
     "Tokens",
     "Unauthenticated",
     "bearer_token",
@@ -58,6 +61,7 @@ __all__ = [
     "protected_resource_metadata",
     "public_base",
     "request_id",
+    "resolver",
     "unauthenticated_response",
     "www_authenticate",
 ]
@@ -95,11 +99,48 @@ def bearer_token(authorization: str | None) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What a bearer token lets in: its grant, and the client it was issued to (when the
+    token's issuer says)."""
+
+    grant: Grant
+    client: str | None = None
+
+
+@runtime_checkable
+class Resolver(Protocol):
+    """Bearer token -> `Access`, however the server is configured: a fixed map (`Tokens`), a
+    tokens file, OAuth introspection or JWT access tokens (`pdpp_store.auth`). Both servers ask
+    it on every request; it raises `Unauthenticated` (401) for a missing or unknown token, and
+    a `StoreError` of its own status (503) when it cannot tell, never a grant it is unsure of.
+    `store` is the served store, where grants a token names by id are kept."""
+
+    @property
+    def authorization_servers(self) -> Sequence[str]:
+        """The issuers of its tokens, named in the RFC 9728 metadata (none for static tokens)."""
+        ...
+
+    async def resolve(self, presented: str | None, store: AsyncStore) -> Access: ...
+
+
+def resolver(tokens: Mapping[str, Grant] | Resolver) -> Resolver:
+    """What a server is given as its tokens, as a `Resolver`: a map of token -> grant becomes
+    `Tokens`; a resolver is itself."""
+    return Tokens(tokens) if isinstance(tokens, Mapping) else tokens
+
+
 class Tokens:
     """The server's tokens: which grant a presented bearer token carries (rule 1)."""
 
+    authorization_servers: Sequence[str] = ()
+
     def __init__(self, tokens: Mapping[str, Grant]) -> None:
         self._known = [(token.encode(), grant) for token, grant in tokens.items()]
+
+    async def resolve(self, presented: str | None, store: AsyncStore) -> Access:
+        """As `grant_of`, for the `Resolver` interface."""
+        return Access(self.grant_of(presented))
 
     def grant_of(self, presented: str | None) -> Grant:
         """The grant of `presented`, or `Unauthenticated` (rule 2)."""
@@ -173,14 +214,20 @@ def metadata_url(request: Request, resource_path: str = "") -> str:
     return f"{public_base(request.scope)}{METADATA_PATH}{resource_path}"
 
 
-def protected_resource_metadata(request: Request, resource_path: str = "") -> dict[str, Any]:
-    """RFC 9728 metadata of the resource at `resource_path`: its URL and how to present its
-    bearer tokens (served at `METADATA_PATH + resource_path` by every app whose 401 names it)."""
-    return {
+def protected_resource_metadata(
+    request: Request, resource_path: str = "", authorization_servers: Sequence[str] = ()
+) -> dict[str, Any]:
+    """RFC 9728 metadata of the resource at `resource_path`: its URL, how to present its
+    bearer tokens, and the authorization servers that issue them, if any (served at
+    `METADATA_PATH + resource_path` by every app whose 401 names it)."""
+    metadata: dict[str, Any] = {
         "resource": public_base(request.scope) + resource_path,
         "resource_name": "pdpp-store",
         "bearer_methods_supported": ["header"],
     }
+    if authorization_servers:
+        metadata["authorization_servers"] = list(authorization_servers)
+    return metadata
 
 
 def www_authenticate(request: Request, code: str, resource_path: str = "") -> str:

@@ -31,12 +31,22 @@ Rules:
    http or https origin, else `invalid_request` naming `public_url`, checked with the tokens
    before anything starts), else by the address it listens on; listening on a wildcard
    (0.0.0.0, ::), by the address each connection reached. Never by a request's `Host`.
+7. Bearer tokens resolve through one `pdpp_store.http.Resolver` (`resolver_for`): the tokens
+   file (`pdpp_store.auth.TokensFile`: hashed entries, stored grants by id, read again when it
+   changes), then an OAuth authorization server (`pdpp_store.auth.OAuth`: RFC 7662
+   introspection, RFC 9068 JWTs), whose tokens must name this server's public base URL as their
+   audience (so with one, a wildcard listening address needs `public_url`). The RFC 9728
+   metadata names its issuer; a server given a map of tokens resolves by that map alone.
+8. What the server writes to stdout and stderr holds no personal data and no token: uvicorn's
+   access log (the whole URL) is off, and `pdpp_store.access_log.AccessLog` logs each request
+   by method, route template, status, time and request id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import os
 import signal
@@ -51,8 +61,10 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import SIGNALS
 
-from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable, load_tokens
-from pdpp_store.http import PUBLIC_URL_KEY, check_public_url
+from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable
+from pdpp_store.access_log import AccessLog
+from pdpp_store.auth import OAuth, Resolvers, TokensFile
+from pdpp_store.http import PUBLIC_URL_KEY, Resolver, check_public_url
 from pdpp_store.mcp import http_app
 from pdpp_store.rest import create_app
 
@@ -68,6 +80,7 @@ def _config(app: Any, host: str, port: int, log_level: str, **options: Any) -> u
         log_level=log_level,
         proxy_headers=False,
         server_header=False,
+        access_log=False,  # uvicorn's names the full URL: ours (rule 8) does not
         **options,
     )
 
@@ -101,7 +114,48 @@ class _Door:
         await self.app(scope, receive, send)
 
 
-async def _application(store: AsyncStore, grants: Mapping[str, Grant]) -> Any:
+Tokens = Mapping[str, Grant] | Resolver
+"""What a server is given to know its tokens by: a map of token -> grant, or a resolver."""
+
+
+def resolver_for(
+    tokens_path: str | os.PathLike[str] | TokensFile | None,
+    oauth: OAuth | None,
+    resource: str | None,
+) -> Resolver:
+    """The server's one token resolver (rule 7): the tokens file (checked now: a bad one is
+    `invalid_tokens` and nothing starts), then the OAuth authorization server, whose tokens must
+    name `resource` (this server's public base URL) as their audience."""
+    sources: list[TokensFile | OAuth] = []
+    if isinstance(tokens_path, TokensFile):
+        sources.append(tokens_path)
+    elif tokens_path is not None:
+        sources.append(TokensFile(tokens_path))
+    if oauth is not None:
+        if oauth.resource is None:
+            if resource is None:
+                raise BadRequest(
+                    "invalid_request",
+                    "with an authorization server, give the server's public_url: the audience "
+                    "its tokens must name",
+                    param="public_url",
+                )
+            oauth = dataclasses.replace(oauth, resource=resource)
+        sources.append(oauth)
+    if not sources:
+        raise BadRequest(
+            "invalid_request",
+            "give a tokens file, an authorization server, or both",
+            param="tokens",
+        )
+    return (
+        sources[0]
+        if len(sources) == 1 and isinstance(sources[0], TokensFile)
+        else Resolvers(*sources)
+    )
+
+
+async def _application(store: AsyncStore, grants: Tokens) -> Any:
     """The served application over an open store, which its shutdown closes (rule 2)."""
     try:
         return create_app(store, grants, mcp_app=http_app(store, grants), owns_store=True)
@@ -112,7 +166,7 @@ async def _application(store: AsyncStore, grants: Mapping[str, Grant]) -> Any:
 
 async def serve(
     url: str,
-    tokens: str | os.PathLike[str] | Mapping[str, Grant],
+    tokens: str | os.PathLike[str] | Tokens,
     *,
     host: str = "127.0.0.1",
     port: int = 8787,
@@ -121,11 +175,11 @@ async def serve(
 ) -> None:
     """Serve the store at `url` to the holders of `tokens` (a tokens file, or token -> grant)
     until stopped, naming itself by `public_url` (rule 6)."""
-    grants = tokens if isinstance(tokens, Mapping) else load_tokens(tokens)
     named = _public_url(public_url, host, port)
+    grants = tokens if isinstance(tokens, Mapping | Resolver) else resolver_for(tokens, None, named)
     store = await AsyncStore.open(url)
     app = await _application(store, grants)
-    await uvicorn.Server(_config(_Door(app, named), host, port, log_level)).serve()
+    await uvicorn.Server(_config(_Door(AccessLog(app), named), host, port, log_level)).serve()
 
 
 @dataclass(frozen=True)
@@ -134,18 +188,18 @@ class _Worker:
     calls it, as an application factory, in the worker."""
 
     url: str
-    grants: Mapping[str, Grant] = field(repr=False)  # token -> grant: the tokens are secrets
+    grants: Tokens = field(repr=False)  # token -> grant, or a resolver: the tokens are secrets
     public_url: str | None = None
 
     def __call__(self) -> _Door:
-        return _Door(_OpenedAtStartup(self.url, self.grants), self.public_url)
+        return _Door(AccessLog(_OpenedAtStartup(self.url, self.grants)), self.public_url)
 
 
 class _OpenedAtStartup:
     """An ASGI application whose store is opened at lifespan startup, on the loop that serves,
     and whose real application (with its own lifespan) runs from then until shutdown."""
 
-    def __init__(self, url: str, grants: Mapping[str, Grant]) -> None:
+    def __init__(self, url: str, grants: Tokens) -> None:
         self._url = url
         self._grants = grants
         self._app: Any = None
@@ -180,7 +234,7 @@ class _OpenedAtStartup:
 
 def _run_workers(
     url: str,
-    grants: Mapping[str, Grant],
+    grants: Tokens,
     *,
     workers: int,
     host: str,
@@ -233,20 +287,23 @@ def _check_address(host: str, port: int) -> None:
 
 def run(
     url: str,
-    tokens_path: str | os.PathLike[str],
+    tokens_path: str | os.PathLike[str] | None,
     *,
     host: str = "127.0.0.1",
     port: int = 8787,
     log_level: str = "info",
     workers: int = 1,
     public_url: str | None = None,
+    oauth: OAuth | None = None,
 ) -> None:
     """`serve` on a loop of uvicorn's choosing, in `workers` processes (rule 4), naming itself
-    by `public_url` (rule 6); returns when the server stops (Ctrl-C is a normal stop, not an
-    error)."""
-    tokens = load_tokens(tokens_path)  # before anything else (rule 1)
+    by `public_url` (rule 6), to the holders of the tokens of `tokens_path` and of `oauth`'s
+    authorization server (rule 7); returns when the server stops (Ctrl-C is a normal stop, not
+    an error)."""
+    tokens_file = None if tokens_path is None else TokensFile(tokens_path)  # rule 1
     if public_url is not None:
         check_public_url(public_url)
+    tokens = resolver_for(tokens_file, oauth, _public_url(public_url, host, port))
     _check_address(host, port)
     if workers > 1:
         named = _public_url(public_url, host, port)

@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from .errors import BadRequest, Forbidden
 from .identity import is_unicode
@@ -125,6 +125,15 @@ class TimeConstraint:
                 raise _invalid(f"{param}.{key} must be an ISO-8601 date-time", f"{param}.{key}")
         return cls(name, bounds["since"], bounds["until"])
 
+    def to_dict(self) -> dict[str, str]:
+        """The JSON `from_dict` reads back to an equal constraint (bounds as normalised)."""
+        out = {"field": self.field}
+        if self.since is not None:
+            out["since"] = self.since
+        if self.until is not None:
+            out["until"] = self.until
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class StreamGrant:
@@ -200,6 +209,20 @@ class StreamGrant:
             resources=None if resources is None else frozenset(resources),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON `from_dict` reads back to an equal stream grant (absent terms left out,
+        sets sorted)."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.instance_ids is not None:
+            out["instance_ids"] = list(self.instance_ids)
+        if self.fields is not None:
+            out["fields"] = sorted(self.fields)
+        if self.time_constraint is not None:
+            out["time_constraint"] = self.time_constraint.to_dict()
+        if self.resources is not None:
+            out["resources"] = sorted(self.resources)
+        return out
+
     def __hash__(self) -> int:
         # Equal stream grants have the same canonical form, whose string keeps its hash: the
         # statement caches hash the grant on every read, without rehashing each term.
@@ -222,6 +245,10 @@ class Grant:
     streams: tuple[StreamGrant, ...]
     expires_at: datetime | None = None
     status: str | None = None
+    stored: bool = field(default=False, compare=False, repr=False)
+    """Obtained from the store (`Store.add_grant`, `list_grants`, a server's token naming it by
+    id): every read under it first asks the store whether it was revoked. A grant the caller
+    builds is judged by its own terms alone (and costs no lookup)."""
     _fingerprints: dict[str, bytes] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
@@ -274,6 +301,19 @@ class Grant:
         if expires_at is not None and normalize_instant(expires_at) is None:
             raise _invalid("expires_at must be an ISO-8601 date-time", "expires_at")
         return cls(grant_id, streams, expires_at, status)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The grant's JSON (docs/contract.md §2), which `from_dict` reads back to an equal
+        grant: what the store keeps of a grant (`Store.add_grant`)."""
+        out: dict[str, Any] = {
+            "grant_id": self.grant_id,
+            "streams": [stream.to_dict() for stream in self.streams],
+        }
+        if self.expires_at is not None:
+            out["expires_at"] = normalize_instant(self.expires_at.isoformat())
+        if self.status is not None:
+            out["status"] = self.status
+        return out
 
     @classmethod
     def owner(cls, connection_id: str, *stream_names: str) -> Grant:

@@ -26,12 +26,14 @@ from pdpp_store._core.selector import SELECTOR_ARGS
 
 __all__ = [
     "ADD_CONNECTION",
+    "ADD_GRANT",
     "AGGREGATE",
     "BLOB_INFO",
     "CATALOGUE",
     "DELETE_RECORD",
     "DESCRIBE_FIELD",
     "DESCRIBE_GRANT",
+    "LIST_GRANTS",
     "PUT_BLOB",
     "QUERY_RECORDS",
     "READ_BLOB_RANGE",
@@ -40,6 +42,7 @@ __all__ = [
     "READ_RESOURCE",
     "REGISTER_MANIFEST",
     "RETIRE_CURSOR_KEYS",
+    "REVOKE_GRANT",
     "ROTATE_CURSOR_KEY",
     "SEARCH",
     "UPSERT_RECORDS",
@@ -222,6 +225,17 @@ QUERY_RECORDS = Operation(
     ),
     ("RecordPage",),
 )
+# The owner's grants (docs/contract.md §14): `grant` here is the grant to keep, an object, not
+# the caller's authority. Listing is the owner's, under no grant, so it is not a read (every read
+# is under a grant, and served to agents): like the other owner operations it runs in its own
+# transaction and is the library's and the command line's only.
+ADD_GRANT = Operation("add_grant", "write", (_required("grant", "object"),), ("StoredGrant",))
+REVOKE_GRANT = Operation(
+    "revoke_grant", "write", (_required("grant_id", "string"),), ("StoredGrant",)
+)
+LIST_GRANTS = Operation(
+    "list_grants", "write", (_optional("grant_id", "string"),), ("StoredGrant",)
+)
 
 CATALOGUE: dict[str, Operation] = {
     op.name: op
@@ -243,6 +257,9 @@ CATALOGUE: dict[str, Operation] = {
         SEARCH,
         DESCRIBE_GRANT,
         QUERY_RECORDS,
+        ADD_GRANT,
+        REVOKE_GRANT,
+        LIST_GRANTS,
     )
 }
 """Every operation of the store by name, in the order the docs list them."""

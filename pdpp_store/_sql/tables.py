@@ -71,6 +71,7 @@ __all__ = [
     "field_chunks",
     "field_values",
     "fields",
+    "grants",
     "manifests",
     "metadata",
     "records",
@@ -114,6 +115,18 @@ cursor_keys = Table(
     Column("secret", LargeBinary, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
+
+grants = Table(
+    "grants",
+    metadata,
+    Column("grant_id", key_text(), primary_key=True),
+    Column("terms", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("expires_at", Text, nullable=True),
+    Column("revoked_at", Text, nullable=True),
+)
+"""Grants the owner keeps in the store (migration 0009): terms as `Grant.to_dict` writes them,
+never changed once stored; instants as fixed-width UTC text (`normalize_instant`)."""
 
 streams = Table(
     "streams",

@@ -17,7 +17,12 @@
     pdpp-store [--db URL] grant describe --grant FILE [--stream S]  Store.describe_grant
     pdpp-store [--db URL] records list STREAM --grant FILE    Store.query_records
     pdpp-store [--db URL] aggregate STREAM --grant FILE       Store.aggregate
-    pdpp-store [--db URL] serve --tokens FILE [--host] [--port] [--workers] [--public-url]
+    pdpp-store [--db URL] grant add FILE.json                 Store.add_grant
+    pdpp-store [--db URL] grant revoke GRANT_ID               Store.revoke_grant
+    pdpp-store [--db URL] grant list [--grant-id ID]          Store.list_grants
+    pdpp-store [--db URL] serve [--tokens FILE] [--issuer URL --introspection-url URL
+                                 --client-id ID --client-secret-file FILE --jwks-url URL]
+                                [--host] [--port] [--workers] [--public-url]
                                                                pdpp_store.serve.run
     pdpp-store [--db URL] mcp --grant FILE                    pdpp_store.mcp.serve_stdio
     pdpp-store [--db URL] migrate                             Store.open(url, migrate=True)
@@ -89,6 +94,9 @@ OPERATIONS: dict[str, Shell] = {
     "describe_grant": Shell(("grant", "describe")),
     "query_records": Shell(("records", "list")),
     "aggregate": Shell(("aggregate",)),
+    "add_grant": Shell(("grant", "add"), {"grant": "file"}),
+    "revoke_grant": Shell(("grant", "revoke")),
+    "list_grants": Shell(("grant", "list")),
 }
 """Every library operation's command (rule 4)."""
 

@@ -8,7 +8,7 @@ from typing import IO
 
 import click
 
-from pdpp_store import AsyncStore, Grant
+from pdpp_store import AsyncStore, BadRequest, Grant
 
 from ._io import load_json
 from ._root import cli
@@ -18,10 +18,46 @@ from ._root import cli
 @click.option(
     "--tokens",
     "tokens_path",
-    required=True,
+    default=None,
     type=click.Path(path_type=Path),  # any bad path is the library's `invalid_tokens`
     metavar="FILE.json",
-    help="A JSON object mapping each bearer token to the PDPP grant it carries.",
+    help="A JSON object mapping each bearer token (or sha256:<hex> of it) to the PDPP grant it"
+    " carries or the id of a stored grant; read again when it changes.",
+)
+@click.option(
+    "--issuer",
+    default=None,
+    metavar="URL",
+    help="An OAuth authorization server whose tokens this server accepts (its issuer).",
+)
+@click.option(
+    "--introspection-url",
+    default=None,
+    metavar="URL",
+    help="Its RFC 7662 introspection endpoint (with --client-id and --client-secret-file).",
+)
+@click.option("--client-id", default=None, metavar="ID", help="This server's client id there.")
+@click.option(
+    "--client-secret-file",
+    default=None,
+    type=click.File("r"),
+    metavar="FILE",
+    help="A file holding this server's client secret there (never on the command line).",
+)
+@click.option(
+    "--jwks-url",
+    default=None,
+    metavar="URL",
+    help="Its JWKS, to check RFC 9068 JWT access tokens locally.",
+)
+@click.option(
+    "--introspection-cache-seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0, 60),
+    metavar="S",
+    help="How long an introspected token is trusted before asking again (a revocation there"
+    " is seen within this bound).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
@@ -43,7 +79,13 @@ from ._root import cli
 @click.pass_context
 def serve(  # noqa: PLR0917 (click passes each option by keyword)
     ctx: click.Context,
-    tokens_path: Path,
+    tokens_path: Path | None,
+    issuer: str | None,
+    introspection_url: str | None,
+    client_id: str | None,
+    client_secret_file: IO[str] | None,
+    jwks_url: str | None,
+    introspection_cache_seconds: float,
     host: str,
     port: int,
     workers: int,
@@ -57,6 +99,26 @@ def serve(  # noqa: PLR0917 (click passes each option by keyword)
         raise click.UsageError(
             f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
         ) from None
+    oauth = None
+    if issuer is not None or introspection_url is not None or jwks_url is not None:
+        from pdpp_store.auth import OAuth
+
+        if issuer is None:
+            raise BadRequest(
+                "invalid_request", "an authorization server needs --issuer", param="issuer"
+            )
+        secret = None if client_secret_file is None else client_secret_file.read().strip()
+        try:
+            oauth = OAuth(
+                issuer=issuer,
+                introspection_endpoint=introspection_url,
+                client_id=client_id,
+                client_secret=secret,
+                jwks_uri=jwks_url,
+                cache_seconds=introspection_cache_seconds,
+            )
+        except ValueError as error:
+            raise BadRequest("invalid_request", str(error), param="issuer") from None
     run(
         ctx.find_root().params["db"],
         tokens_path,
@@ -64,6 +126,7 @@ def serve(  # noqa: PLR0917 (click passes each option by keyword)
         port=port,
         workers=workers,
         public_url=public_url,
+        oauth=oauth,
     )
 
 

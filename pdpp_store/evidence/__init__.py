@@ -29,6 +29,7 @@ from .grant_schema import FieldSchema, GrantSchema, StreamOrder, StreamSchema
 from .page import PageOrder, RecordPage, RecordRow, RecordTombstone
 from .record import FieldPreview, RecordView
 from .search import MatchExcerpt, SearchHit, SearchPage
+from .stored_grant import StoredGrant
 from .upsert import UpsertResult
 from .window import FieldWindow
 
@@ -55,6 +56,7 @@ __all__ = [
     "RecordView",
     "SearchHit",
     "SearchPage",
+    "StoredGrant",
     "StreamOrder",
     "StreamSchema",
     "UpsertResult",
@@ -85,6 +87,7 @@ CARDS: tuple[type[Any], ...] = (
     RecordPage,
     AggregateGroup,
     AggregateResult,
+    StoredGrant,
 )
 """Every card class; each has `to_dict()` and `JSON_SCHEMA`."""
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from pdpp_store import AsyncStore, Grant
+    from pdpp_store.http import Resolver
 
     from ._server import GrantSource, PublicUrlSource
 
@@ -47,10 +48,14 @@ def create_server(
 
 
 def http_app(
-    store: AsyncStore, tokens: Mapping[str, Grant], *, resource_path: str = "/mcp"
+    store: AsyncStore,
+    tokens: Mapping[str, Grant] | Resolver,
+    *,
+    resource_path: str = "/mcp",
 ) -> Starlette:
-    """The Streamable HTTP app: each request's bearer token names its grant; a refusal is the
-    HTTP door's 401 (`pdpp_store.http`), naming the metadata of the resource at `resource_path`."""
+    """The Streamable HTTP app: each request's bearer token names its grant (by a map of
+    tokens or a `pdpp_store.http.Resolver`); a refusal is the HTTP door's 401
+    (`pdpp_store.http`), naming the metadata of the resource at `resource_path`."""
     from ._http import http_app as build
 
     return build(store, tokens, resource_path=resource_path)

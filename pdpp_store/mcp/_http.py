@@ -9,7 +9,9 @@ Rules:
    the app itself, without a token, at `/.well-known/oauth-protected-resource` + `resource_path`, so
    a 401 of the app served alone names a URL that answers (the REST app it is mounted on serves it
    too).
-2. Tokens are compared in constant time, each against every known token (`http.Tokens`).
+2. Tokens are resolved by the app's `http.Resolver` (a fixed map is `http.Tokens`, which
+   compares in constant time, each against every known token); a resolver that cannot tell
+   (its authorization server unreachable) answers its own error (503), never a grant.
 3. The transport is stateless (no MCP session outlives its request), so a grant never rides on a
    session another token opened.
 4. A POST's body is read here before the SDK sees it, so these refusals are envelopes, not the
@@ -43,12 +45,13 @@ from pdpp_store import AsyncStore, BadRequest, Grant, StoreError
 from pdpp_store.http import (
     METADATA_PATH,
     PUBLIC_URL_KEY,
-    Tokens,
+    Resolver,
     Unauthenticated,
     bearer_token,
     error_response,
     protected_resource_metadata,
     request_id,
+    resolver,
     unauthenticated_response,
 )
 
@@ -147,11 +150,15 @@ def _request_public_url(request: Any) -> str | None:
 
 
 def http_app(
-    store: AsyncStore, tokens: Mapping[str, Grant], *, resource_path: str = "/mcp"
+    store: AsyncStore,
+    tokens: Mapping[str, Grant] | Resolver,
+    *,
+    resource_path: str = "/mcp",
 ) -> Starlette:
-    """A Streamable HTTP MCP app over `store`: bearer token -> grant (see the module's rules).
-    `resource_path` is where it is served, whose RFC 9728 metadata a 401 names."""
-    known = Tokens(tokens)
+    """A Streamable HTTP MCP app over `store`: bearer token -> grant (see the module's rules),
+    by a map of tokens or a `pdpp_store.http.Resolver`. `resource_path` is where it is served,
+    whose RFC 9728 metadata a 401 names."""
+    known = resolver(tokens)
     manager = StreamableHTTPSessionManager(
         app=create_server(store, _request_grant, public_url=_request_public_url),
         stateless=True,
@@ -163,9 +170,13 @@ def http_app(
             return
         request = Request(scope, receive)
         try:
-            grant = known.grant_of(bearer_token(request.headers.get("authorization")))
+            presented = bearer_token(request.headers.get("authorization"))
+            grant = (await known.resolve(presented, store)).grant
         except Unauthenticated as refused:
             await unauthenticated_response(request, refused, resource_path)(scope, receive, send)
+            return
+        except StoreError as error:  # the authorization server could not answer: fail closed
+            await error_response(request, error)(scope, receive, send)
             return
         if request.method == "POST":
             try:
@@ -193,7 +204,9 @@ def http_app(
         await manager.handle_request({**scope, GRANT_SCOPE_KEY: grant}, receive, send)
 
     async def metadata(request: Request) -> JSONResponse:
-        return JSONResponse(protected_resource_metadata(request, resource_path))
+        return JSONResponse(
+            protected_resource_metadata(request, resource_path, known.authorization_servers)
+        )
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -23,7 +23,7 @@ Rules:
 
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -35,8 +35,9 @@ from pdpp_store import AsyncStore, Grant
 from pdpp_store.http import (
     METADATA_PATH,
     RequestIdMiddleware,
-    Tokens,
+    Resolver,
     protected_resource_metadata,
+    resolver,
 )
 
 from . import _asking  # noqa: F401 - registers the asking routes on the `/v1` router
@@ -51,24 +52,30 @@ __all__ = ["create_app"]
 _NO_PARAMS = Params()
 
 
-def _grant_resolver(tokens: Mapping[str, Grant]) -> GrantOf:
+def _grant_resolver(tokens: Mapping[str, Grant] | Resolver, store: AsyncStore) -> GrantOf:
     """The grant of a request's bearer credentials under `tokens` (`app.state.grant_of`)."""
-    known = Tokens(tokens)
+    known = resolver(tokens)
 
-    def grant_of(credentials: HTTPAuthorizationCredentials | None) -> Grant:
-        return known.grant_of(None if credentials is None else credentials.credentials)
+    async def grant_of(credentials: HTTPAuthorizationCredentials | None) -> Grant:
+        presented = None if credentials is None else credentials.credentials
+        return (await known.resolve(presented, store)).grant
 
     return grant_of
 
 
+def _issuers(request: Request) -> Sequence[str]:
+    known: Resolver = request.app.state.resolver
+    return known.authorization_servers
+
+
 async def protected_resource(request: Request) -> dict[str, Any]:
     _NO_PARAMS.parse(request)
-    return protected_resource_metadata(request, "")
+    return protected_resource_metadata(request, "", _issuers(request))
 
 
 async def protected_mcp_resource(request: Request) -> dict[str, Any]:
     _NO_PARAMS.parse(request)
-    return protected_resource_metadata(request, "/mcp")
+    return protected_resource_metadata(request, "/mcp", _issuers(request))
 
 
 _DISCOVERY = (
@@ -133,12 +140,13 @@ def _openapi_without_422(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
 def create_app(
     store: AsyncStore,
-    tokens: Mapping[str, Grant],
+    tokens: Mapping[str, Grant] | Resolver,
     *,
     mcp_app: Any | None = None,
     owns_store: bool = False,
 ) -> FastAPI:
-    """The REST resource server over `store`, with `tokens` (token -> grant) as its only keys.
+    """The REST resource server over `store`, with `tokens` (token -> grant, or a
+    `pdpp_store.http.Resolver`) as its only keys.
 
     `mcp_app` (an ASGI app, e.g. the MCP server's Streamable HTTP app) is mounted at `/mcp`;
     its lifespan runs with the application's. With `owns_store`, the store is closed when the
@@ -166,7 +174,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.store = store
-    app.state.grant_of = _grant_resolver(tokens)
+    app.state.resolver = resolver(tokens)
+    app.state.grant_of = _grant_resolver(tokens, store)
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)
     app.include_router(v1)

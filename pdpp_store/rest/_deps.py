@@ -8,14 +8,15 @@ level (`_routes.router`) and one router serve any number of applications.
 
 Rules:
 1. The grant comes only from the request's `Authorization: Bearer <token>`, through
-   `pdpp_store.http.Tokens`: a missing or unknown token is 401 before anything else is looked at.
+   the application's `pdpp_store.http.Resolver` (a tokens map, a tokens file, OAuth): a missing
+   or unknown token is 401 before anything else is looked at.
 2. `current_grant` is the router's own dependency as well as the handlers', so FastAPI resolves
    it once per request, first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -25,7 +26,7 @@ from pdpp_store import AsyncStore, Grant
 
 __all__ = ["GrantDep", "GrantOf", "StoreDep", "bearer", "current_grant", "current_store"]
 
-GrantOf = Callable[[HTTPAuthorizationCredentials | None], Grant]
+GrantOf = Callable[[HTTPAuthorizationCredentials | None], Awaitable[Grant]]
 """What `app.state.grant_of` holds: the grant of the request's bearer credentials (or 401)."""
 
 bearer = HTTPBearer(
@@ -41,7 +42,7 @@ async def current_grant(
 ) -> Grant:
     """The grant of this request's bearer token (rule 1)."""
     grant_of: GrantOf = request.app.state.grant_of
-    return grant_of(credentials)
+    return await grant_of(credentials)
 
 
 async def current_store(request: Request) -> AsyncStore:

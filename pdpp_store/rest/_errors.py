@@ -114,7 +114,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(request, store_error, headers)
 
     async def on_anything_else(request: Request, error: Exception) -> JSONResponse:
-        log.exception("unexpected error answering %s %s", request.method, request.url.path)
+        # The route's template, not the path: a path holds record ids (no personal data in logs).
+        route = getattr(request.scope.get("route"), "path", "(unmatched)")
+        log.exception("unexpected error answering %s %s", request.method, route)
         return error_response(request, _Internal("internal_error", "an internal error occurred"))
 
     app.add_exception_handler(StoreError, on_store_error)

@@ -14,21 +14,29 @@ runs them through the SDK's client against the server in-process, and asserts:
    a needle);
 2. none crossed the database boundary while the requests ran (`BoundaryAudit`);
 3. the check is not vacuous: over the run, authorized canaries did reach the client.
+
+Each example reaches the server one of the ways it is served, drawn with the grant: in process
+under a fixed grant (as `pdpp-store mcp` over stdio), or over Streamable HTTP (`http_app`, in
+process) with a bearer token resolved by a map, the tokens file (hashed, naming a stored grant)
+or a JWT from a real authorization server (see `test_gate_rest`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import httpx2
 import pytest
 from audit import BoundaryAudit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
 from test_gate_canaries import (
     DATASET,
     STREAMS,
@@ -41,9 +49,12 @@ from test_gate_canaries import (
     selectors,
     targets,
 )
+from test_gate_rest import BASE_URL, RESOLVERS, _tokens, issuer
 
 from pdpp_store import AsyncStore, FieldWindowRef, Grant, RecordRef, Store
-from pdpp_store.mcp import create_server
+from pdpp_store.mcp import create_server, http_app
+
+__all__ = ["issuer"]  # the authorization server fixture, shared with the REST gate
 
 MCP_EXAMPLES = int(os.environ.get("PDPP_GATE_MCP_EXAMPLES", "150"))
 
@@ -144,9 +155,40 @@ def _said(result: Any) -> str:
     return "\n".join(parts)
 
 
-async def _ask(served: Served, grant: Grant, asks: list[tuple[str, Any, str]]) -> list[str]:
+@contextlib.asynccontextmanager
+async def _client(
+    served: Served, grant: Grant, resolver: str, issuer: str | None
+) -> AsyncIterator[Client]:
+    """An SDK client of the server under `grant`: in process (`fixed`), or over Streamable HTTP
+    with a token `resolver` resolves."""
+    if resolver == "fixed":
+        async with Client(create_server(served.store, grant)) as client:
+            yield client
+        return
+    tokens, token = await _tokens(served, grant, resolver, issuer)  # type: ignore[arg-type]
+    app = http_app(served.store, tokens)
+    async with app.router.lifespan_context(app):
+        http = httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=app),
+            base_url=BASE_URL,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        async with (
+            http,
+            Client(streamable_http_client(f"{BASE_URL}/mcp", http_client=http)) as client,
+        ):
+            yield client
+
+
+async def _ask(
+    served: Served,
+    grant: Grant,
+    asks: list[tuple[str, Any, str]],
+    resolver: str = "fixed",
+    issuer: str | None = None,
+) -> list[str]:
     answers = []
-    async with Client(create_server(served.store, grant)) as client:
+    async with _client(served, grant, resolver, issuer) as client:
         for kind, request, _ in asks:
             if kind == "tool":
                 name, arguments = request
@@ -167,22 +209,31 @@ async def _ask(served: Served, grant: Grant, asks: list[tuple[str, Any, str]]) -
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 def test_property_no_mcp_answer_shows_what_the_grant_excludes(
-    served: Served, data: st.DataObject
+    served: Served, issuer: str, data: st.DataObject
 ) -> None:
     grant_dict = data.draw(grants("g-mcp"), label="grant")
+    resolver = data.draw(st.sampled_from(("fixed", *RESOLVERS)), label="resolver")
     asks = [
         data.draw(requests(grant_dict), label="request")
         for _ in range(data.draw(st.integers(1, 6), label="requests"))
     ]
-    check_mcp(served, grant_dict, asks)
+    check_mcp(served, grant_dict, asks, resolver, issuer)
 
 
-def check_mcp(served: Served, grant_dict: GrantDict, asks: list[tuple[str, Any, str]]) -> None:
-    """Rules 1 and 2 of the module for `asks` under `grant_dict`."""
+def check_mcp(
+    served: Served,
+    grant_dict: GrantDict,
+    asks: list[tuple[str, Any, str]],
+    resolver: str = "fixed",
+    issuer: str | None = None,
+) -> None:
+    """Rules 1 and 2 of the module for `asks` under `grant_dict`, reached as `resolver` says."""
     sent = json.dumps(asks, ensure_ascii=False).lower() + json.dumps(grant_dict).lower()
     secret = [c for c in forbidden(grant_dict) if c.lower() not in sent]
     with BoundaryAudit(served.store.engine) as audit:
-        answers = served.loop.run_until_complete(_ask(served, Grant.from_dict(grant_dict), asks))
+        answers = served.loop.run_until_complete(
+            _ask(served, Grant.from_dict(grant_dict), asks, resolver, issuer)
+        )
     said = "\n".join(answers).lower()
     # Answers are JSON: a canary is ASCII letters and digits, never escaped, so it shows as is.
     shown = [c for c in secret if c.lower() in said]

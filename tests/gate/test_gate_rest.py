@@ -13,6 +13,12 @@ them to the app in process, and asserts:
 2. none crossed the database boundary while the requests ran (`BoundaryAudit`);
 3. the check is not vacuous: under the owner's grant, canaries do reach the client, and a server
    that answers under another grant than the token's fails the check.
+
+Each example's token is resolved by one of the servers' resolvers, drawn with the grant: a map
+of tokens, the tokens file (`pdpp_store.auth.TokensFile`: the token kept hashed, naming the
+grant stored in the store by id), or a JWT access token from a real authorization server
+(Authlib's, `tests/_oauth_as.py`, on loopback) carrying the grant as `authorization_details`,
+checked by `pdpp_store.auth.OAuth` against its JWKS.
 """
 
 from __future__ import annotations
@@ -20,7 +26,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -43,6 +57,8 @@ from test_gate_canaries import (
 )
 
 from pdpp_store import AsyncStore, Grant, Store
+from pdpp_store.auth import OAuth, Resolvers, TokensFile, hash_token
+from pdpp_store.http import Resolver
 from pdpp_store.rest import _app as rest_app
 from pdpp_store.rest import create_app
 
@@ -50,6 +66,70 @@ REST_EXAMPLES = int(os.environ.get("PDPP_GATE_REST_EXAMPLES", "100"))
 TOKEN = "tok_gate_rest_000000000000"
 Ask = tuple[str, dict[str, str], dict[str, str]]
 """A request: path, query parameters, headers."""
+RESOLVERS = ("map", "file", "jwt")
+BASE_URL = "http://gate.test"
+AS_SCRIPT = Path(__file__).resolve().parents[1] / "_oauth_as.py"
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[str]:
+    """A real authorization server on loopback (its issuer URL), for the `jwt` resolver."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, str(AS_SCRIPT), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, "the authorization server ended early"
+            try:
+                httpx.get(f"{url}/jwks", timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the authorization server did not start"
+                time.sleep(0.1)
+        yield url
+    finally:
+        os.kill(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+async def _tokens(
+    served: Served, grant: Grant, resolver: str, issuer: str | None
+) -> tuple[dict[str, Grant] | Resolver, str]:
+    """What the app is made with, and the token to send, for `grant` under `resolver`."""
+    if resolver == "map":
+        return {TOKEN: grant}, TOKEN
+    terms = {**grant.to_dict(), "grant_id": f"{grant.grant_id}-{uuid.uuid4().hex[:8]}"}
+    if resolver == "file":
+        await served.store.add_grant(terms)
+        path = Path(tempfile.mkdtemp()) / "tokens.json"
+        path.write_text(json.dumps({hash_token(TOKEN): terms["grant_id"]}), encoding="utf-8")
+        return TokensFile(path), TOKEN
+    assert issuer is not None
+    details = json.dumps([{"type": "pdpp_grant", **terms}])
+    async with httpx.AsyncClient() as client:
+        answer = await client.post(
+            f"{issuer}/token",
+            data={
+                "grant_type": "client_credentials",
+                "token_format": "jwt",
+                "resource": BASE_URL,
+                "authorization_details": details,
+            },
+            auth=("agent", "agent-secret"),
+        )
+    token: str = answer.json()["access_token"]
+    return Resolvers(OAuth(issuer=issuer, resource=BASE_URL, jwks_uri=f"{issuer}/jwks")), token
 
 
 class Served:
@@ -131,17 +211,25 @@ def list_params(draw: st.DrawFn, path: str) -> dict[str, str]:
     return params
 
 
-async def _ask(served: Served, grant: Grant, asks: list[Ask]) -> list[str]:
-    app = create_app(served.store, {TOKEN: grant})
+async def _ask(
+    served: Served,
+    grant: Grant,
+    asks: list[Ask],
+    resolver: str = "map",
+    issuer: str | None = None,
+) -> list[str]:
+    tokens, token = await _tokens(served, grant, resolver, issuer)
+    app = create_app(served.store, tokens)
     answers = []
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://gate.test"
+        transport=httpx.ASGITransport(app=app), base_url=BASE_URL
     ) as client:
         for path, params, headers in asks:
             response = await client.get(
-                path, params=params, headers={**headers, "Authorization": f"Bearer {TOKEN}"}
+                path, params=params, headers={**headers, "Authorization": f"Bearer {token}"}
             )
             assert response.status_code < 500, response.text
+            assert response.status_code != 401, (resolver, response.text)  # the token resolved
             # Bytes as latin-1: a canary is ASCII, so it shows in a body of any encoding.
             answers.append(response.content.decode("latin-1") + str(response.headers))
     return answers
@@ -154,22 +242,32 @@ async def _ask(served: Served, grant: Grant, asks: list[Ask]) -> list[str]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 def test_property_no_rest_answer_shows_what_the_grant_excludes(
-    served: Served, data: st.DataObject
+    served: Served, issuer: str, data: st.DataObject
 ) -> None:
     grant_dict = data.draw(grants("g-rest"), label="grant")
+    resolver = data.draw(st.sampled_from(RESOLVERS), label="resolver")
     asks = [
         data.draw(requests(grant_dict), label="request")
         for _ in range(data.draw(st.integers(1, 6), label="requests"))
     ]
-    check_rest(served, grant_dict, asks)
+    check_rest(served, grant_dict, asks, resolver, issuer)
 
 
-def check_rest(served: Served, grant_dict: GrantDict, asks: list[Ask]) -> None:
-    """Rules 1 and 2 of the module for `asks` under `grant_dict`."""
+def check_rest(
+    served: Served,
+    grant_dict: GrantDict,
+    asks: list[Ask],
+    resolver: str = "map",
+    issuer: str | None = None,
+) -> None:
+    """Rules 1 and 2 of the module for `asks` under `grant_dict`, the token resolved by
+    `resolver`."""
     sent = json.dumps(asks, ensure_ascii=False).lower() + json.dumps(grant_dict).lower()
     secret = [c for c in forbidden(grant_dict, through_blobs=True) if c.lower() not in sent]
     with BoundaryAudit(served.store.engine) as audit:
-        answers = served.loop.run_until_complete(_ask(served, Grant.from_dict(grant_dict), asks))
+        answers = served.loop.run_until_complete(
+            _ask(served, Grant.from_dict(grant_dict), asks, resolver, issuer)
+        )
     said = "\n".join(answers).lower()
     shown = [c for c in secret if c.lower() in said]
     assert not shown, f"unauthorized canary in a REST answer: {shown}; {asks} under {grant_dict}"
@@ -204,8 +302,8 @@ def test_the_rest_check_bites(served: Served, monkeypatch: pytest.MonkeyPatch) -
     everything = Grant.from_dict({"grant_id": "g-all", "streams": [{"name": s} for s in STREAMS]})
     real = rest_app._grant_resolver
 
-    def resolver(tokens: Any) -> Any:
-        return real(dict.fromkeys(tokens, everything))
+    def resolver(tokens: Any, store: Any) -> Any:
+        return real(dict.fromkeys(tokens, everything), store)
 
     monkeypatch.setattr(rest_app, "_grant_resolver", resolver)
     with pytest.raises(AssertionError, match="unauthorized canary in a REST answer"):

@@ -288,9 +288,12 @@ SURFACES = (
     "pdpp_store.mcp",
     "pdpp_store.http",
     "pdpp_store.serve",
+    "pdpp_store.auth",
+    "pdpp_store.access_log",
 )
-"""The surfaces, and the two HTTP modules beside them: `http`, the door REST and MCP share
-(bearer tokens, the 401, error envelopes, request ids), and `serve`, which mounts both."""
+"""The surfaces, and the HTTP modules beside them: `http`, the door REST and MCP share
+(bearer tokens, the 401, error envelopes, request ids), `serve`, which mounts both, and `auth`,
+the token resolvers `serve` configures (REST and MCP know only `http.Resolver`)."""
 
 SURFACE_EDGES: dict[tuple[str, str], str] = {
     ("pdpp_store.rest", "pdpp_store.http"): "bearer tokens, the 401, envelopes and request ids",
@@ -298,7 +301,12 @@ SURFACE_EDGES: dict[tuple[str, str], str] = {
     ("pdpp_store.serve", "pdpp_store.rest"): "serves the REST app under uvicorn",
     ("pdpp_store.serve", "pdpp_store.mcp"): "mounts the MCP app at /mcp of the REST app",
     ("pdpp_store.serve", "pdpp_store.http"): "the public URL and the limits the door applies",
+    ("pdpp_store.serve", "pdpp_store.auth"): "the token resolvers `serve` is configured with",
+    ("pdpp_store.auth", "pdpp_store.http"): "the `Resolver` interface, `Access`, the 401",
+    ("pdpp_store.serve", "pdpp_store.access_log"): "the access log it serves behind",
+    ("pdpp_store.access_log", "pdpp_store.http"): "the request id and the ASGI types",
     ("pdpp_store.cli", "pdpp_store.serve"): "`pdpp-store serve`",
+    ("pdpp_store.cli", "pdpp_store.auth"): "`pdpp-store serve --issuer ...`: its OAuth settings",
     ("pdpp_store.cli", "pdpp_store.demo"): "`pdpp-store demo`",
     ("pdpp_store.cli", "pdpp_store.mcp"): "`pdpp-store mcp` (stdio), and `--format text` renders "
     "continuations as the MCP server's tool calls (its SDK-free `calls`)",
@@ -331,11 +339,13 @@ def test_no_surface_imports_another() -> None:
 
 
 def test_the_new_http_modules_import_only_public_names() -> None:
+    """`http`, `serve` and `auth` use the store's public names only (`auth`'s own private
+    modules are its own)."""
     offenders = [
         f"{_module_name(path)} imports {name}"
-        for path in _modules("http", "serve")
+        for path in _modules("http", "serve", "auth", "access_log")
         for name in imports_of(path)
-        if _private(name)
+        if _private(name) and not name.startswith("pdpp_store.auth.")
     ]
     assert offenders == []
 
@@ -372,6 +382,8 @@ ABOVE_THE_STORE = (
     "pdpp_store._store",
     "pdpp_store.http",
     "pdpp_store.serve",
+    "pdpp_store.auth",
+    "pdpp_store.access_log",
     "pdpp_store.rest",
     "pdpp_store.mcp",
     "pdpp_store.cli",
