@@ -31,6 +31,13 @@ Rules:
    http or https origin, else `invalid_request` naming `public_url`, checked with the tokens
    before anything starts), else by the address it listens on; listening on a wildcard
    (0.0.0.0, ::), by the address each connection reached. Never by a request's `Host`.
+7. Every connection passes the door (`pdpp_store.door`) before any app sees it: bounded heads,
+   bodies, timeouts and connections (`limits`), and on `/mcp` the `Host` must name the server
+   (the public URL's host, the listening address, and on loopback `localhost` too, plus
+   `allow_hosts`; not checked when listening on a wildcard without a public URL or
+   `allow_hosts`) and an `Origin` must be the server's own or one of `allow_origins`, which
+   also get CORS (`pdpp_store.door_headers`). Large JSON answers are gzip-compressed for
+   clients that accept it.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ import errno
 import os
 import signal
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,15 +59,21 @@ from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import SIGNALS
 
 from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable, load_tokens
+from pdpp_store.door import DoorMiddleware, DoorNames, Limits, door_protocol
+from pdpp_store.door_headers import Cors, GzipJson
 from pdpp_store.http import PUBLIC_URL_KEY, check_public_url
 from pdpp_store.mcp import http_app
 from pdpp_store.rest import create_app
 
-__all__ = ["run", "serve"]
+__all__ = ["Limits", "run", "serve"]
 
 
-def _config(app: Any, host: str, port: int, log_level: str, **options: Any) -> uvicorn.Config:
-    """uvicorn's settings for every way of serving here."""
+def _config(
+    app: Any, host: str, port: int, log_level: str, limits: Limits, **options: Any
+) -> uvicorn.Config:
+    """uvicorn's settings for every way of serving here: its httptools protocol under the door's
+    limits (rule 7), no websockets."""
+    keep_alive: Any = limits.idle_timeout_s  # uvicorn's timer takes any number of seconds
     return uvicorn.Config(
         app,
         host=host,
@@ -68,8 +81,67 @@ def _config(app: Any, host: str, port: int, log_level: str, **options: Any) -> u
         log_level=log_level,
         proxy_headers=False,
         server_header=False,
+        http=door_protocol(limits),  # type: ignore[arg-type]
+        ws="none",
+        timeout_keep_alive=keep_alive,
         **options,
     )
+
+
+@dataclass(frozen=True)
+class _Access:
+    """Who may call in (rule 7): the checked allowed origins and hosts, and the limits."""
+
+    limits: Limits = field(default_factory=Limits)
+    origins: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+
+def _checked_origins(origins: Sequence[str]) -> tuple[str, ...]:
+    checked = []
+    for origin in origins:
+        try:
+            checked.append(check_public_url(origin).lower())
+        except BadRequest as error:
+            raise BadRequest(
+                "invalid_request",
+                error.message.replace("public_url", f"allow_origin {origin!r}", 1),
+                param="allow_origin",
+            ) from None
+    return tuple(checked)
+
+
+def _checked_hosts(hosts: Sequence[str]) -> tuple[str, ...]:
+    checked = []
+    for host in hosts:
+        try:
+            checked.append(check_public_url(f"http://{host}").removeprefix("http://").lower())
+        except BadRequest:
+            raise BadRequest(
+                "invalid_request",
+                f"allow_host {host!r} must be a host name or address, with an optional :port",
+                param="allow_host",
+            ) from None
+    return tuple(checked)
+
+
+_LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
+
+
+def _names(access: _Access, named: str | None, host: str, port: int) -> DoorNames:
+    """The hosts and origins the door allows on `/mcp` (rule 7)."""
+    hosts = set(access.hosts)
+    if named is not None:  # the public URL, or the listening address (not a wildcard)
+        scheme, _, netloc = named.lower().partition("://")
+        hosts.add(netloc)
+        default = ":443" if scheme == "https" else ":80"
+        hosts.add(netloc.removesuffix(default))
+    if host not in _WILDCARDS:
+        shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        hosts.add(f"{shown}:{port}".lower())
+        if host in _LOOPBACK:
+            hosts.update(f"{alias}:{port}" for alias in ("localhost", "127.0.0.1", "[::1]"))
+    return DoorNames(hosts=frozenset(hosts), origins=frozenset(access.origins))
 
 
 _WILDCARDS = {"", "0.0.0.0", "::", "[::]"}
@@ -89,10 +161,12 @@ def _public_url(public_url: str | None, host: str, port: int) -> str | None:
 
 class _Door:
     """The ASGI application uvicorn runs: it tells the application below what the server's
-    public base URL is (rule 6), then hands every request on."""
+    public base URL is (rule 6), then hands every request through the door's middleware
+    (rule 7)."""
 
-    def __init__(self, app: Any, public_url: str | None) -> None:
-        self.app = app
+    def __init__(self, app: Any, public_url: str | None, access: _Access, names: DoorNames) -> None:
+        inner = DoorMiddleware(GzipJson(app), access.limits, names)
+        self.app = Cors(inner, frozenset(access.origins)) if access.origins else inner
         self._public_url = public_url
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -101,10 +175,11 @@ class _Door:
         await self.app(scope, receive, send)
 
 
-async def _application(store: AsyncStore, grants: Mapping[str, Grant]) -> Any:
+async def _application(store: AsyncStore, grants: Mapping[str, Grant], limits: Limits) -> Any:
     """The served application over an open store, which its shutdown closes (rule 2)."""
     try:
-        return create_app(store, grants, mcp_app=http_app(store, grants), owns_store=True)
+        mcp = http_app(store, grants, max_streams_per_token=limits.max_mcp_streams_per_token)
+        return create_app(store, grants, mcp_app=mcp, owns_store=True)
     except BaseException:
         await store.close()  # nothing owns the store until the application exists
         raise
@@ -118,14 +193,21 @@ async def serve(
     port: int = 8787,
     log_level: str = "info",
     public_url: str | None = None,
+    limits: Limits | None = None,
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
 ) -> None:
     """Serve the store at `url` to the holders of `tokens` (a tokens file, or token -> grant)
-    until stopped, naming itself by `public_url` (rule 6)."""
+    until stopped, naming itself by `public_url` (rule 6), behind the door (rule 7)."""
     grants = tokens if isinstance(tokens, Mapping) else load_tokens(tokens)
     named = _public_url(public_url, host, port)
+    access = _Access(
+        limits or Limits(), _checked_origins(allow_origins), _checked_hosts(allow_hosts)
+    )
     store = await AsyncStore.open(url)
-    app = await _application(store, grants)
-    await uvicorn.Server(_config(_Door(app, named), host, port, log_level)).serve()
+    app = await _application(store, grants, access.limits)
+    door = _Door(app, named, access, _names(access, named, host, port))
+    await uvicorn.Server(_config(door, host, port, log_level, access.limits)).serve()
 
 
 @dataclass(frozen=True)
@@ -136,18 +218,22 @@ class _Worker:
     url: str
     grants: Mapping[str, Grant] = field(repr=False)  # token -> grant: the tokens are secrets
     public_url: str | None = None
+    access: _Access = field(default_factory=_Access)
+    names: DoorNames = field(default_factory=DoorNames)
 
     def __call__(self) -> _Door:
-        return _Door(_OpenedAtStartup(self.url, self.grants), self.public_url)
+        opened = _OpenedAtStartup(self.url, self.grants, self.access.limits)
+        return _Door(opened, self.public_url, self.access, self.names)
 
 
 class _OpenedAtStartup:
     """An ASGI application whose store is opened at lifespan startup, on the loop that serves,
     and whose real application (with its own lifespan) runs from then until shutdown."""
 
-    def __init__(self, url: str, grants: Mapping[str, Grant]) -> None:
+    def __init__(self, url: str, grants: Mapping[str, Grant], limits: Limits) -> None:
         self._url = url
         self._grants = grants
+        self._limits = limits
         self._app: Any = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -162,7 +248,7 @@ class _OpenedAtStartup:
         running = contextlib.AsyncExitStack()
         try:
             store = await AsyncStore.open(self._url)
-            app = await _application(store, self._grants)
+            app = await _application(store, self._grants, self._limits)
             await running.enter_async_context(app.router.lifespan_context(app))
         except Exception as error:
             await send({"type": "lifespan.startup.failed", "message": str(error)})
@@ -187,13 +273,16 @@ def _run_workers(
     port: int,
     log_level: str,
     public_url: str | None,
+    access: _Access,
 ) -> None:
     Store.open(url).close()  # one error for a bad store, and one migration (rule 4)
+    names = _names(access, public_url, host, port)
     config = _config(
-        _Worker(url, grants, public_url),
+        _Worker(url, grants, public_url, access, names),
         host,
         port,
         log_level,
+        access.limits,
         factory=True,
         interface="asgi3",
         lifespan="on",
@@ -240,13 +329,19 @@ def run(
     log_level: str = "info",
     workers: int = 1,
     public_url: str | None = None,
+    limits: Limits | None = None,
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
 ) -> None:
     """`serve` on a loop of uvicorn's choosing, in `workers` processes (rule 4), naming itself
-    by `public_url` (rule 6); returns when the server stops (Ctrl-C is a normal stop, not an
-    error)."""
+    by `public_url` (rule 6), behind the door (rule 7); returns when the server stops (Ctrl-C
+    is a normal stop, not an error)."""
     tokens = load_tokens(tokens_path)  # before anything else (rule 1)
     if public_url is not None:
         check_public_url(public_url)
+    access = _Access(
+        limits or Limits(), _checked_origins(allow_origins), _checked_hosts(allow_hosts)
+    )
     _check_address(host, port)
     if workers > 1:
         named = _public_url(public_url, host, port)
@@ -258,13 +353,24 @@ def run(
             port=port,
             log_level=log_level,
             public_url=named,
+            access=access,
         )
         return
     loop_factory = uvicorn.Config("pdpp_store.rest:create_app", loop="auto").get_loop_factory()
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(
-                serve(url, tokens, host=host, port=port, log_level=log_level, public_url=public_url)
+                serve(
+                    url,
+                    tokens,
+                    host=host,
+                    port=port,
+                    log_level=log_level,
+                    public_url=public_url,
+                    limits=access.limits,
+                    allow_origins=access.origins,
+                    allow_hosts=access.hosts,
+                )
             )
     except KeyboardInterrupt:  # uvicorn stopped gracefully, then handed Ctrl-C back
         pass
