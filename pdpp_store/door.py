@@ -66,6 +66,7 @@ __all__ = [
     "DoorProtocol",
     "Limits",
     "door_protocol",
+    "host_name",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -387,32 +388,35 @@ def _reason(status: int) -> str:
 
 @dataclass(frozen=True)
 class DoorNames:
-    """What `Origin` and `Host` may name under `/mcp` (rule 6): `hosts` (`host:port`, lower
-    case) is empty when the server cannot know its names (a wildcard address and no public
-    URL), and then `Host` is not checked; `origins` are the allowed origins besides the
-    server's own (those of its hosts, over http and https)."""
+    """What `Origin` and `Host` may name under `/mcp` (rule 6). `hosts` are host names (lower
+    case, IPv6 bracketed, no port: a rebinding page differs from this server by its name, and a
+    proxy may rewrite the port); empty when the server cannot know its names (a wildcard address
+    and no public URL), and then `Host` is not checked. `origins` are allowed besides the
+    server's own (an http or https origin on one of `hosts`, or on the request's `Host` when
+    `hosts` is empty)."""
 
     hosts: frozenset[str] = field(default_factory=frozenset)
     origins: frozenset[str] = field(default_factory=frozenset)
 
     def host_allowed(self, host: str) -> bool:
-        return not self.hosts or host.lower() in self.hosts
+        return not self.hosts or host_name(host) in self.hosts
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         origin = origin.lower().rstrip("/")
         if origin in self.origins:
             return True
         scheme, _, netloc = origin.partition("://")
-        if scheme not in ("http", "https"):
+        if scheme not in ("http", "https") or not netloc:
             return False
-        if self.hosts:
-            return netloc in self.hosts or _without_default_port(netloc, scheme) in self.hosts
-        return netloc == host.lower()  # same-origin with the Host this request reached
+        return host_name(netloc) in (self.hosts or {host_name(host)})
 
 
-def _without_default_port(netloc: str, scheme: str) -> str:
-    default = ":443" if scheme == "https" else ":80"
-    return netloc.removesuffix(default)
+def host_name(netloc: str) -> str:
+    """The host name of a `Host` value or an origin's authority: lower case, no port."""
+    netloc = netloc.strip().lower()
+    if netloc.startswith("["):
+        return netloc.partition("]")[0] + "]"
+    return netloc.partition(":")[0]
 
 
 def _is_mcp(path: str) -> bool:

@@ -33,11 +33,11 @@ Rules:
    (0.0.0.0, ::), by the address each connection reached. Never by a request's `Host`.
 7. Every connection passes the door (`pdpp_store.door`) before any app sees it: bounded heads,
    bodies, timeouts and connections (`limits`), and on `/mcp` the `Host` must name the server
-   (the public URL's host, the listening address, and on loopback `localhost` too, plus
-   `allow_hosts`; not checked when listening on a wildcard without a public URL or
-   `allow_hosts`) and an `Origin` must be the server's own or one of `allow_origins`, which
-   also get CORS (`pdpp_store.door_headers`). Large JSON answers are gzip-compressed for
-   clients that accept it.
+   (by name, any port: the public URL's host, the listening address, and on loopback
+   `localhost` too, plus `allow_hosts`; not checked when listening on a wildcard without a
+   public URL or `allow_hosts`) and an `Origin` must be the server's own or one of
+   `allow_origins`, which also get CORS (`pdpp_store.door_headers`). Large JSON answers are
+   gzip-compressed for clients that accept it.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import SIGNALS
 
 from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable, load_tokens
-from pdpp_store.door import DoorMiddleware, DoorNames, Limits, door_protocol
+from pdpp_store.door import DoorMiddleware, DoorNames, Limits, door_protocol, host_name
 from pdpp_store.door_headers import Cors, GzipJson
 from pdpp_store.http import PUBLIC_URL_KEY, check_public_url
 from pdpp_store.mcp import http_app
@@ -119,7 +119,7 @@ def _checked_hosts(hosts: Sequence[str]) -> tuple[str, ...]:
         except BadRequest:
             raise BadRequest(
                 "invalid_request",
-                f"allow_host {host!r} must be a host name or address, with an optional :port",
+                f"allow_host {host!r} must be a host name or address (a port, if any, is ignored)",
                 param="allow_host",
             ) from None
     return tuple(checked)
@@ -128,19 +128,15 @@ def _checked_hosts(hosts: Sequence[str]) -> tuple[str, ...]:
 _LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
 
 
-def _names(access: _Access, named: str | None, host: str, port: int) -> DoorNames:
-    """The hosts and origins the door allows on `/mcp` (rule 7)."""
-    hosts = set(access.hosts)
+def _names(access: _Access, named: str | None, host: str) -> DoorNames:
+    """The host names and origins the door allows on `/mcp` (rule 7)."""
+    hosts = {host_name(allowed) for allowed in access.hosts}
     if named is not None:  # the public URL, or the listening address (not a wildcard)
-        scheme, _, netloc = named.lower().partition("://")
-        hosts.add(netloc)
-        default = ":443" if scheme == "https" else ":80"
-        hosts.add(netloc.removesuffix(default))
+        hosts.add(host_name(named.partition("://")[2]))
     if host not in _WILDCARDS:
-        shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-        hosts.add(f"{shown}:{port}".lower())
+        hosts.add(host_name(f"[{host}]" if ":" in host and not host.startswith("[") else host))
         if host in _LOOPBACK:
-            hosts.update(f"{alias}:{port}" for alias in ("localhost", "127.0.0.1", "[::1]"))
+            hosts.update(("localhost", "127.0.0.1", "[::1]"))
     return DoorNames(hosts=frozenset(hosts), origins=frozenset(access.origins))
 
 
@@ -206,7 +202,7 @@ async def serve(
     )
     store = await AsyncStore.open(url)
     app = await _application(store, grants, access.limits)
-    door = _Door(app, named, access, _names(access, named, host, port))
+    door = _Door(app, named, access, _names(access, named, host))
     await uvicorn.Server(_config(door, host, port, log_level, access.limits)).serve()
 
 
@@ -276,7 +272,7 @@ def _run_workers(
     access: _Access,
 ) -> None:
     Store.open(url).close()  # one error for a bad store, and one migration (rule 4)
-    names = _names(access, public_url, host, port)
+    names = _names(access, public_url, host)
     config = _config(
         _Worker(url, grants, public_url, access, names),
         host,
@@ -288,6 +284,9 @@ def _run_workers(
         lifespan="on",
         loop="auto",
         workers=workers,
+        # A worker answers the supervisor's pings once it has imported everything, which takes
+        # seconds on a busy machine; uvicorn's 5 s would kill and replace it while it starts.
+        timeout_worker_healthcheck=30,
     )
     handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
     try:

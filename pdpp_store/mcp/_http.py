@@ -24,8 +24,8 @@ Rules:
    no GET stream and no session to DELETE); an `Mcp-Session-Id` is 404 `session_not_found` (no
    session was ever issued); an `MCP-Protocol-Version` the SDK does not speak is 400
    `invalid_request` naming `mcp-protocol-version`; an `Accept` without JSON is 406
-   `not_acceptable`. Whatever the SDK itself still refuses (a status of 400 or more) is turned
-   into the envelope of that status, its message kept.
+   `not_acceptable` (after the body's checks). Whatever the SDK itself still refuses (a
+   status of 400 or more) is turned into the envelope of that status, its message kept.
 6. At most `max_streams_per_token` requests per token are in flight at once (in one process);
    one more is 429 `too_many_streams`, retryable, with `Retry-After`.
 7. The app is path-agnostic (mount it at `/mcp`, or serve it alone) and owns a lifespan that runs
@@ -191,6 +191,11 @@ def _header_refusal(request: Request) -> Refused | None:
             "the body must be Content-Type: application/json",
             param="content-type",
         )
+    return None
+
+
+def _accept_refusal(request: Request) -> Refused | None:
+    """An `Accept` without JSON (rule 5), checked once the body is read."""
     accepted = {
         part.split(";")[0].strip().lower() for part in request.headers.get("accept", "").split(",")
     }
@@ -310,6 +315,9 @@ def http_app(
                 raise refusal
             body = await _read_body(request, receive)
             _check_message(body)
+            refusal = _accept_refusal(request)
+            if refusal is not None:
+                raise refusal
         except _Disconnected:
             log.warning(
                 "client disconnected before its request body was read (%s %s, %s)",
