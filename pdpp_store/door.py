@@ -33,9 +33,14 @@ Rules:
    server stops writing, keeps reading (and discarding) for at most `LINGER_S` seconds or
    `LINGER_BYTES` bytes, then closes; so a client still sending reads its answer instead of a
    reset.
-6. Under `/mcp`, a request whose `Origin` is not allowed is 403 `origin_not_allowed`, and one
-   whose `Host` does not name this server is 421 `host_not_allowed` (`DoorNames`): the MCP
-   transport's protection against DNS rebinding.
+6. Under `/mcp`, a request whose `Host` does not name this server is 421 `host_not_allowed`, and
+   one whose `Origin` is not allowed is 403 `origin_not_allowed` (`DoorNames`): the MCP
+   transport's protection against DNS rebinding. A method other than POST is 405
+   `method_not_allowed` (`Allow: POST`), as the MCP app itself answers, but before any token.
+7. Under `/mcp`, at most `max_mcp_streams_per_token` requests presenting one `Authorization`
+   value are in flight at once (in one process); one more is 429 `too_many_streams`, retryable,
+   with `Retry-After`. Counted by the value presented, before it is checked: a caller without a
+   valid token fills only its own slots, and a valid token's slots are its holder's alone.
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LINGER_S = 1.0
-LINGER_BYTES = 16 * 1024 * 1024
+LINGER_BYTES = 1024 * 1024
 """How long, and how much, a closing connection is still read (rule 5)."""
 
 log = logging.getLogger("pdpp_store.door")
@@ -430,6 +435,7 @@ class DoorMiddleware:
         self.app = app
         self.limits = limits
         self.names = names
+        self.in_flight: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -438,9 +444,9 @@ class DoorMiddleware:
         headers = _headers(scope)
         mcp = _is_mcp(str(scope.get("path", "")))
         if mcp:
-            refused = self._names_refusal(headers)
-            if refused is not None:
-                await _answer(scope, send, refused, close=False)
+            refusal = self._names_refusal(headers, str(scope.get("method", "")))
+            if refusal is not None:
+                await _answer(scope, send, refusal, close=False)
                 return
         bound = self.limits.max_mcp_body_bytes if mcp else self.limits.max_body_bytes
         declared = headers.get("content-length", "")
@@ -448,9 +454,31 @@ class DoorMiddleware:
             await _answer(scope, send, too_large(bound), close=True)
             return
         has_body = "transfer-encoding" in headers or declared not in ("", "0")
-        await _Body(self.app, self.limits.body_timeout_s, bound, has_body)(scope, receive, send)
+        body = _Body(self.app, self.limits.body_timeout_s, bound, has_body)
+        if not mcp:
+            await body(scope, receive, send)
+            return
+        key = headers.get("authorization", "")
+        if self.in_flight.get(key, 0) >= self.limits.max_mcp_streams_per_token:
+            busy = refused(
+                429,
+                "too_many_streams",
+                f"this token already has {self.limits.max_mcp_streams_per_token} MCP requests"
+                " in flight; retry when one ends",
+                error_type="rate_limit_error",
+                details={"retryable": True, "retry_after_s": 1},
+            )
+            await _answer(scope, send, busy, close=has_body)
+            return
+        self.in_flight[key] = self.in_flight.get(key, 0) + 1
+        try:
+            await body(scope, receive, send)
+        finally:
+            self.in_flight[key] -= 1
+            if not self.in_flight[key]:
+                del self.in_flight[key]
 
-    def _names_refusal(self, headers: dict[str, str]) -> Refused | None:
+    def _names_refusal(self, headers: dict[str, str], method: str) -> Refused | None:
         host = headers.get("host", "")
         if not self.names.host_allowed(host):
             return refused(
@@ -467,6 +495,14 @@ class DoorMiddleware:
                 "requests from this Origin are not allowed (serve --allow-origin allows one)",
                 param="origin",
                 error_type="permission_error",
+            )
+        if method != "POST":
+            return refused(
+                405,
+                "method_not_allowed",
+                f"{method} is not served at the MCP endpoint: it takes POST only (the server"
+                " is stateless: no GET stream, no session to DELETE)",
+                param="method",
             )
         return None
 
@@ -531,5 +567,7 @@ async def _answer(scope: Scope, send: Send, error: Refused, *, close: bool) -> N
     content, headers = _envelope(error, given)
     if close:
         headers.append((b"connection", b"close"))
+    if error.http_status == 405:
+        headers.append((b"allow", b"POST"))
     await send({"type": "http.response.start", "status": error.http_status, "headers": headers})
     await send({"type": "http.response.body", "body": content})

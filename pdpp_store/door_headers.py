@@ -14,8 +14,9 @@ Rules:
 2. A `GET` answered 200 with `application/json`, in one piece, of at least `GZIP_MIN_BYTES`, to
    a client that accepts gzip, is sent gzip-compressed with `Vary: Accept-Encoding`; its `HEAD`
    says the same headers (the server sends no body for it). Nothing else is compressed: not a
-   blob (it announces `Accept-Ranges`), not a 206 or any other status, not a streamed body. The `ETag` is kept: it names the JSON, whose bytes are the
-   same under either coding, and JSON is never served in ranges.
+   blob (it announces `Accept-Ranges`), not a 206 or any other status, not a streamed body.
+   The `ETag` is kept: it names the JSON document, which is never served in ranges (where a
+   tag per coding would matter), so `If-None-Match` works whatever the coding.
 """
 
 from __future__ import annotations

@@ -171,11 +171,10 @@ class _Door:
         await self.app(scope, receive, send)
 
 
-async def _application(store: AsyncStore, grants: Mapping[str, Grant], limits: Limits) -> Any:
+async def _application(store: AsyncStore, grants: Mapping[str, Grant]) -> Any:
     """The served application over an open store, which its shutdown closes (rule 2)."""
     try:
-        mcp = http_app(store, grants, max_streams_per_token=limits.max_mcp_streams_per_token)
-        return create_app(store, grants, mcp_app=mcp, owns_store=True)
+        return create_app(store, grants, mcp_app=http_app(store, grants), owns_store=True)
     except BaseException:
         await store.close()  # nothing owns the store until the application exists
         raise
@@ -201,7 +200,7 @@ async def serve(
         limits or Limits(), _checked_origins(allow_origins), _checked_hosts(allow_hosts)
     )
     store = await AsyncStore.open(url)
-    app = await _application(store, grants, access.limits)
+    app = await _application(store, grants)
     door = _Door(app, named, access, _names(access, named, host))
     await uvicorn.Server(_config(door, host, port, log_level, access.limits)).serve()
 
@@ -218,7 +217,7 @@ class _Worker:
     names: DoorNames = field(default_factory=DoorNames)
 
     def __call__(self) -> _Door:
-        opened = _OpenedAtStartup(self.url, self.grants, self.access.limits)
+        opened = _OpenedAtStartup(self.url, self.grants)
         return _Door(opened, self.public_url, self.access, self.names)
 
 
@@ -226,10 +225,9 @@ class _OpenedAtStartup:
     """An ASGI application whose store is opened at lifespan startup, on the loop that serves,
     and whose real application (with its own lifespan) runs from then until shutdown."""
 
-    def __init__(self, url: str, grants: Mapping[str, Grant], limits: Limits) -> None:
+    def __init__(self, url: str, grants: Mapping[str, Grant]) -> None:
         self._url = url
         self._grants = grants
-        self._limits = limits
         self._app: Any = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -244,7 +242,7 @@ class _OpenedAtStartup:
         running = contextlib.AsyncExitStack()
         try:
             store = await AsyncStore.open(self._url)
-            app = await _application(store, self._grants, self._limits)
+            app = await _application(store, self._grants)
             await running.enter_async_context(app.router.lifespan_context(app))
         except Exception as error:
             await send({"type": "lifespan.startup.failed", "message": str(error)})

@@ -43,20 +43,13 @@ def create_server(store: AsyncStore, grant: GrantSource) -> Server[Any]:
 
 
 def http_app(
-    store: AsyncStore,
-    tokens: Mapping[str, Grant],
-    *,
-    resource_path: str = "/mcp",
-    max_streams_per_token: int = 16,
+    store: AsyncStore, tokens: Mapping[str, Grant], *, resource_path: str = "/mcp"
 ) -> Starlette:
     """The Streamable HTTP app: each request's bearer token names its grant; a refusal is the
-    HTTP door's 401 (`pdpp_store.http`), naming the metadata of the resource at `resource_path`;
-    at most `max_streams_per_token` requests of one token are in flight at once."""
+    HTTP door's 401 (`pdpp_store.http`), naming the metadata of the resource at `resource_path`."""
     from ._http import http_app as build
 
-    return build(
-        store, tokens, resource_path=resource_path, max_streams_per_token=max_streams_per_token
-    )
+    return build(store, tokens, resource_path=resource_path)
 
 
 async def serve_stdio(store: AsyncStore, grant: Grant) -> None:

@@ -26,9 +26,7 @@ Rules:
    `invalid_request` naming `mcp-protocol-version`; an `Accept` without JSON is 406
    `not_acceptable` (after the body's checks). Whatever the SDK itself still refuses (a
    status of 400 or more) is turned into the envelope of that status, its message kept.
-6. At most `max_streams_per_token` requests per token are in flight at once (in one process);
-   one more is 429 `too_many_streams`, retryable, with `Retry-After`.
-7. The app is path-agnostic (mount it at `/mcp`, or serve it alone) and owns a lifespan that runs
+6. The app is path-agnostic (mount it at `/mcp`, or serve it alone) and owns a lifespan that runs
    the SDK's session manager; a parent app must run `app.router.lifespan_context(app)` inside
    its own lifespan.
 """
@@ -68,7 +66,6 @@ from ._server import create_server
 __all__ = [
     "GRANT_SCOPE_KEY",
     "MAX_BODY_BYTES",
-    "MAX_STREAMS_PER_TOKEN",
     "PROTOCOL_VERSIONS",
     "http_app",
 ]
@@ -76,8 +73,6 @@ __all__ = [
 GRANT_SCOPE_KEY = "pdpp_store.grant"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest JSON-RPC message a POST may carry (rule 4): the SDK's own limit."""
-MAX_STREAMS_PER_TOKEN = 16
-"""Requests of one token in flight at once (rule 6), unless `http_app` is told otherwise."""
 PROTOCOL_VERSIONS = frozenset((*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS))
 """The `MCP-Protocol-Version` values the SDK speaks (rule 5)."""
 _CODES = {
@@ -266,12 +261,10 @@ def http_app(
     tokens: Mapping[str, Grant],
     *,
     resource_path: str = "/mcp",
-    max_streams_per_token: int = MAX_STREAMS_PER_TOKEN,
 ) -> Starlette:
     """A Streamable HTTP MCP app over `store`: bearer token -> grant (see the module's rules).
     `resource_path` is where it is served, whose RFC 9728 metadata a 401 names."""
     known = Tokens(tokens)
-    in_flight: dict[str, int] = {}
     manager = StreamableHTTPSessionManager(
         app=create_server(store, _request_grant), stateless=True, json_response=True
     )
@@ -286,25 +279,7 @@ def http_app(
         except Unauthenticated as refusal:
             await unauthenticated_response(request, refusal, resource_path)(scope, receive, send)
             return
-        assert presented is not None  # a grant was found for it
-        if in_flight.get(presented, 0) >= max_streams_per_token:
-            busy = refused(
-                429,
-                "too_many_streams",
-                f"this token already has {max_streams_per_token} requests in flight; retry"
-                " when one ends",
-                error_type="rate_limit_error",
-                details={"retryable": True, "retry_after_s": 1},
-            )
-            await error_response(request, busy)(scope, receive, send)
-            return
-        in_flight[presented] = in_flight.get(presented, 0) + 1
-        try:
-            await answer(scope, request, receive, send, grant)
-        finally:
-            in_flight[presented] -= 1
-            if not in_flight[presented]:
-                del in_flight[presented]
+        await answer(scope, request, receive, send, grant)
 
     async def answer(
         scope: Scope, request: Request, receive: Receive, send: Send, grant: Grant
