@@ -105,7 +105,7 @@ def test_mcp_checks_origin_and_host_and_cors_is_for_named_origins(door: Server) 
         assert "error" in foreign.json()
     # REST: CORS for the named origin only (the Origin check itself is /mcp's).
     auth = {"Authorization": f"Bearer {OWNER}"}
-    params = {"field": "body_text", "limit_chars": 40}
+    params: dict[str, str | int] = {"field": "body_text", "limit_chars": 40}
     url = f"{door.base_url}{window_path()}"
     named = httpx.get(url, params=params, headers={**auth, "Origin": APP})
     assert named.status_code == 200
@@ -135,7 +135,7 @@ def test_no_cors_unless_configured(db_url: str, tokens_file: Path) -> None:
 def test_large_json_is_compressed_and_blobs_and_ranges_never(door: Server) -> None:
     auth = {"Authorization": f"Bearer {OWNER}", "Accept-Encoding": "gzip"}
     big = f"{door.base_url}{window_path('big')}"
-    params = {"field": "body_text", "limit_chars": 16384}
+    params: dict[str, str | int] = {"field": "body_text", "limit_chars": 16384}
     with httpx.Client(headers=auth) as client:
         page = client.get(big, params=params)
         assert page.status_code == 200, page.text
