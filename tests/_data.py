@@ -80,7 +80,7 @@ def big_text(size: int, mixed: bool) -> str:
 
 # --- Helpers for the grant, projection, blob and error-order suites -------------------------------
 
-RECORD_TABLES = ("records", "fields", "field_chunks")
+RECORD_TABLES = ("records", "fields", "field_chunks", "field_values")
 """The tables that hold record data (a statement naming none of them reads no record row)."""
 
 

@@ -71,6 +71,10 @@ def _change_sequences() -> None:
     bind = op.get_bind()
     # One connection at a time, numbered here: no statement reaches across connections or
     # joins records to a derived table of records (the schema stays distributable).
+    # The updates run while `ranked` is still being read, on the same connection. That is safe
+    # on both databases: SQLite sorts the whole result before returning its first row (no index
+    # orders by `updated_at`), and a Postgres cursor reads the snapshot taken when it opened; and
+    # `change_seq`, the one column written, is neither selected nor ordered by.
     ranked = sa.text(
         "SELECT stream, record_id FROM records WHERE connection_id = :c"
         " ORDER BY updated_at, stream, record_id"

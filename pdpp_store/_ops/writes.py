@@ -474,6 +474,7 @@ def upsert_records(
         values = _value_rows(connection_id, stream, declared, raw, plan.valued)
         if values:
             yield value_sql.insert_values(values)
+            changed["field_values"] += len(values)
         if plan.new_fields:
             yield write_sql.insert_fields(_field_rows(connection_id, stream, plan.new_fields))
             rows = _chunk_rows(connection_id, stream, plan.new_fields)

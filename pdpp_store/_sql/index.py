@@ -48,7 +48,7 @@ from pdpp_store._core.values import LOOKAHEAD_CHARS
 
 from .dialects import Capabilities
 from .requests import Execute
-from .tables import connections, field_chunks, manifests
+from .tables import field_chunks
 from .visibility import record_is
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
     "index_top",
     "late_hits",
     "like_pattern",
-    "manifest_of_connection",
     "record_candidates",
     "register_backfill",
     "unindex_whole_fields",
@@ -401,24 +400,6 @@ def _index_chunks(whole: bool) -> Executable:
         "AND sf.record_id = k.record_id AND sf.path = k.path"
     )
     return text(index_rows(batch, "1", whole))
-
-
-def manifest_of_connection(connection_id: str) -> Execute:
-    """The stored manifest document of a connection's connector (decoded by
-    `Manifest.from_json`): what a write that fills the search index itself (SQLite) needs to
-    know which fields are searchable. Elsewhere nothing is sent and the reply is None."""
-    return Execute(_manifest_of_connection(), {"r_conn": connection_id}, when=_fills_side_index)
-
-
-@cache
-def _manifest_of_connection() -> Select[Any]:
-    return (
-        select(manifests.c.document)
-        .select_from(
-            connections.join(manifests, manifests.c.connector_id == connections.c.connector_id)
-        )
-        .where(connections.c.connection_id == bindparam("r_conn"))
-    )
 
 
 def index_top() -> Execute:

@@ -130,7 +130,7 @@ def insert_connection(connection_id: str, connector_id: str, now: datetime) -> E
 
 
 # The record tables whose statistics the store keeps current on Postgres (see `stale_tables`).
-RECORD_TABLES = ("records", "fields", "field_chunks")
+RECORD_TABLES = ("records", "fields", "field_chunks", "field_values")
 
 
 def stale_tables(pending: Mapping[str, int]) -> Execute:
@@ -159,9 +159,10 @@ def _stale_tables() -> Executable:
         "SELECT s.relname AS relname"
         " FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid"
         " WHERE s.schemaname = current_schema()"
-        " AND s.relname IN ('records', 'fields', 'field_chunks')"
+        " AND s.relname IN ('records', 'fields', 'field_chunks', 'field_values')"
         " AND s.n_mod_since_analyze + CASE s.relname WHEN 'records' THEN :n_records"
-        " WHEN 'fields' THEN :n_fields ELSE :n_field_chunks END"
+        " WHEN 'fields' THEN :n_fields WHEN 'field_chunks' THEN :n_field_chunks"
+        " ELSE :n_field_values END"
         " > 50 + 0.1 * greatest(c.reltuples, 0)"
     )
 

@@ -51,6 +51,15 @@ class RangeNotSatisfiable(StoreError):
     error_type = "invalid_request_error"
 
 
+def _allowed(allow: str) -> str:
+    """The `Allow` of a 405: the route's methods, with `HEAD` wherever `GET` is (the routes'
+    rule 8; the router names only the method a route was first registered with)."""
+    methods = [method.strip() for method in allow.split(",") if method.strip()]
+    if "GET" in methods and "HEAD" not in methods:
+        methods.append("HEAD")
+    return ", ".join(methods)
+
+
 class _MethodNotAllowed(StoreError):
     http_status = 405
     error_type = "invalid_request_error"
@@ -92,15 +101,17 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_http_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, StarletteHTTPException)
         store_error: StoreError
+        headers = dict(error.headers or {})
         if error.status_code == 405:
             store_error = _MethodNotAllowed(
                 "method_not_allowed", f"{request.method} is not allowed on this route"
             )
+            headers["Allow"] = _allowed(headers.get("Allow", ""))
         elif error.status_code == 404:
             store_error = NotFound("route_not_found", "no route matches this path")
         else:  # Starlette raises nothing else on its own; our code raises StoreErrors
             store_error = BadRequest("invalid_request", "the request is not valid")
-        return error_response(request, store_error, dict(error.headers or {}))
+        return error_response(request, store_error, headers)
 
     async def on_anything_else(request: Request, error: Exception) -> JSONResponse:
         log.exception("unexpected error answering %s %s", request.method, request.url.path)

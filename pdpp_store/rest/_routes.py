@@ -289,7 +289,7 @@ def _get(path: str, **options: Any) -> Callable[[_Handler], _Handler]:
     """`router.get(path, **options)`, and the same handler for `HEAD` (rule 8)."""
 
     def register(handler: _Handler) -> _Handler:
-        registered = router.get(path, **options)(handler)  # first: a 405 says `Allow: GET`
+        registered = router.get(path, **options)(handler)  # first: what the OpenAPI document shows
         router.add_api_route(
             path,
             handler,

@@ -53,13 +53,15 @@ def test_statistics_follow_the_rows_written(pg_db_url: str) -> None:
     estimated = _run(
         pg_db_url,
         "SELECT relname, reltuples FROM pg_class"
-        " WHERE relname IN ('records', 'fields', 'field_chunks') AND relkind = 'r'",
+        " WHERE relname IN ('records', 'fields', 'field_chunks', 'field_values')"
+        " AND relkind = 'r'",
     )
     actual = _run(
         pg_db_url,
         "SELECT 'records', count(*) FROM records UNION ALL "
         "SELECT 'fields', count(*) FROM fields UNION ALL "
-        "SELECT 'field_chunks', count(*) FROM field_chunks",
+        "SELECT 'field_chunks', count(*) FROM field_chunks UNION ALL "
+        "SELECT 'field_values', count(*) FROM field_values",
     )
     assert actual["records"] == RECORDS
     for table in sql.RECORD_TABLES:

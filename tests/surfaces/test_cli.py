@@ -18,7 +18,8 @@ from _data import FIXTURES, MAILBOX, body, mixed_text
 from click.testing import CliRunner, Result
 
 from pdpp_store import fold
-from pdpp_store.cli import _json_lines, cli
+from pdpp_store.cli import cli
+from pdpp_store.cli._io import json_lines
 
 GMAIL = json.loads((FIXTURES / "manifests" / "gmail.json").read_text(encoding="utf-8"))
 TEXT = mixed_text(5000)  # accents, CJK, combining marks and astral characters
@@ -131,7 +132,7 @@ def test_record_the_library_refuses_is_its_envelope(url: str) -> None:
 def test_json_lines_are_read_lazily() -> None:
     advanced: list[int] = []
     data = b'{"a": 1}\n{"b": "\xc3\xa9"}\n'
-    lines = _json_lines(io.BytesIO(data), advanced.append)
+    lines = json_lines(io.BytesIO(data), advanced.append)
     assert next(lines) == {"a": 1}
     assert advanced == [9]  # nothing beyond the first line has been read
     assert list(lines) == [{"b": "é"}]

@@ -4,7 +4,7 @@
     evidence    the cards: like the core, and may use the core
     _sql        builds statements, runs none: no driver (`_runtime`), no operation, no front
     _ops        operations as generators: no driver, no front
-    surfaces    cli.py, demo.py, rest/, mcp/: public names only (`pdpp_store`,
+    surfaces    cli/, demo.py, rest/, mcp/: public names only (`pdpp_store`,
                 `pdpp_store.evidence`, and each other's public modules), never a `_private` one
 
 Imports are read from every `import` and `from ... import` anywhere in a module (functions
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pdpp_store"
-SURFACE_PACKAGES = ("rest", "mcp")
-SURFACE_MODULES = ("cli", "demo")
+SURFACE_PACKAGES = ("rest", "mcp", "cli")
+SURFACE_MODULES = ("demo",)
 
 
 def _module_name(path: Path) -> str:
@@ -143,7 +143,7 @@ def test_the_boundary_test_sees_what_it_must(tmp_path: Path) -> None:
     assert "pdpp_store._core.identity" in names  # `from .identity import ...`
     assert _private("pdpp_store._core.identity")
     assert not _private("pdpp_store.evidence")
-    cli = set(imports_of(PACKAGE / "cli.py"))
+    cli = set(imports_of(PACKAGE / "cli" / "_io.py"))
     assert "pdpp_store" in cli
     assert _own("pdpp_store.rest._app", "pdpp_store.rest._errors")
     assert not _own("pdpp_store.rest._app", "pdpp_store._store")

@@ -1,0 +1,175 @@
+"""Serving: `serve` (REST and MCP over HTTP) and `mcp` (MCP over stdio)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from pdpp_store import AsyncStore, Grant
+
+from ._io import load_json
+from ._root import cli
+
+
+@cli.command()
+@click.option(
+    "--tokens",
+    "tokens_path",
+    required=True,
+    type=click.Path(path_type=Path),  # any bad path is the library's `invalid_tokens`
+    metavar="FILE.json",
+    help="A JSON object mapping each bearer token to the PDPP grant it carries.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    metavar="N",
+    help="Serve from N processes sharing the port (one per core: a process uses one core).",
+)
+@click.option(
+    "--public-url",
+    default=None,
+    metavar="URL",
+    help="The http(s) origin clients reach the server by, named in its OAuth metadata and 401s"
+    " (default: the address it listens on; never a request's Host header).",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="A browser origin allowed to call (CORS on REST and /mcp, and past /mcp's Origin"
+    " check); repeatable. Default: none.",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="Another name the server may be called by at /mcp (its Host check); repeatable.",
+)
+@click.option("--max-head-bytes", type=int, default=16384, show_default=True, metavar="N")
+@click.option("--max-request-line", type=int, default=8192, show_default=True, metavar="N")
+@click.option("--max-headers", type=int, default=100, show_default=True, metavar="N")
+@click.option(
+    "--max-body-bytes",
+    type=int,
+    default=1 << 20,
+    show_default=True,
+    metavar="N",
+    help="Request bodies outside /mcp.",
+)
+@click.option("--max-mcp-body-bytes", type=int, default=4 << 20, show_default=True, metavar="N")
+@click.option(
+    "--head-timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds a request head may take to arrive.",
+)
+@click.option(
+    "--body-timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds a request body may take to arrive.",
+)
+@click.option(
+    "--idle-timeout",
+    type=float,
+    default=5.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds a kept-alive connection may wait for its next request.",
+)
+@click.option("--max-connections", type=int, default=1000, show_default=True, metavar="N")
+@click.option(
+    "--max-mcp-streams",
+    type=int,
+    default=16,
+    show_default=True,
+    metavar="N",
+    help="MCP requests one token may have in flight at once.",
+)
+@click.pass_context
+def serve(  # noqa: PLR0917 (click passes each option by keyword)
+    ctx: click.Context,
+    /,
+    tokens_path: Path,
+    host: str,
+    port: int,
+    workers: int,
+    public_url: str | None,
+    allow_origins: tuple[str, ...],
+    allow_hosts: tuple[str, ...],
+    **limits: Any,
+) -> None:
+    """Serve the store over HTTP: the REST routes under /v1 and MCP at /mcp (needs the
+    `server` extra: pip install 'pdpp-store[server]'). Stops on Ctrl-C.
+
+    The door's limits (request heads, bodies, timeouts, connections, MCP requests per token)
+    are answered before any token is read; docs/serving.md gives each default's reason."""
+    try:
+        from pdpp_store.serve import Limits, run
+    except ImportError as error:
+        raise click.UsageError(
+            f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
+        ) from None
+    run(
+        ctx.find_root().params["db"],
+        tokens_path,
+        host=host,
+        port=port,
+        workers=workers,
+        public_url=public_url,
+        limits=Limits(
+            max_head_bytes=limits["max_head_bytes"],
+            max_request_line=limits["max_request_line"],
+            max_headers=limits["max_headers"],
+            max_body_bytes=limits["max_body_bytes"],
+            max_mcp_body_bytes=limits["max_mcp_body_bytes"],
+            head_timeout_s=limits["head_timeout"],
+            body_timeout_s=limits["body_timeout"],
+            idle_timeout_s=limits["idle_timeout"],
+            max_connections=limits["max_connections"],
+            max_mcp_streams_per_token=limits["max_mcp_streams"],
+        ),
+        allow_origins=allow_origins,
+        allow_hosts=allow_hosts,
+    )
+
+
+@cli.command()
+@click.option(
+    "--grant",
+    "grant_file",
+    type=click.File("rb"),
+    required=True,
+    metavar="FILE.json",
+    help="The PDPP grant every request is answered under.",
+)
+@click.pass_context
+def mcp(ctx: click.Context, grant_file: IO[bytes]) -> None:
+    """Serve MCP over stdio (for an MCP host's command + args), under the grant of --grant.
+
+    Over HTTP, `pdpp-store serve` serves the same server at /mcp with bearer tokens. Needs the
+    server extra: pip install 'pdpp-store[server]'.
+    """
+    grant = Grant.from_dict(load_json(grant_file, "'--grant'"))
+    asyncio.run(_serve_stdio(ctx.find_root().params["db"], grant))
+
+
+async def _serve_stdio(url: str, grant: Grant) -> None:
+    from pdpp_store.mcp import serve_stdio
+
+    async with await AsyncStore.open(url) as store:
+        await serve_stdio(store, grant)
