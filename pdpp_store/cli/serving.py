@@ -117,7 +117,8 @@ def serve(  # noqa: PLR0917 (click passes each option by keyword)
     `server` extra: pip install 'pdpp-store[server]'). Stops on Ctrl-C.
 
     The door's limits (request heads, bodies, timeouts, connections, MCP requests per token)
-    are answered before any token is read; docs/serving.md gives each default's reason."""
+    are answered before any token is read; docs/cli.md lists them, docs/decisions.md gives
+    each default's reason."""
     try:
         from pdpp_store.serve import Limits, run
     except ImportError as error:
