@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -216,5 +217,32 @@ def test_a_bound_set_on_serve_is_the_bound_applied(sqlite_db_url: str, tokens_fi
             431,
             "request_head_too_large",
         )
+    finally:
+        server.stop()
+
+
+def test_past_the_connection_cap_a_request_is_told_to_retry(
+    sqlite_db_url: str, tokens_file: Path
+) -> None:
+    import socket
+
+    _seed(sqlite_db_url)
+    server = start(sqlite_db_url, tokens_file, "--max-connections", "4")
+    port = int(server.base_url.rsplit(":", 1)[1])
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+    try:
+        time.sleep(0.5)  # the server has accepted them
+        over = httpx.get(f"{server.base_url}/openapi.json")
+        _refusal(over, 503, "too_many_connections")
+        assert over.headers["Retry-After"] == "1"
+        assert over.json()["error"]["retryable"] is True
+    finally:
+        for raw in held:
+            raw.close()
+    try:
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{server.base_url}/openapi.json").status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
     finally:
         server.stop()
