@@ -50,6 +50,7 @@ __all__ = [
     "PUBLIC_URL_KEY",
     "REQUEST_ID_HEADER",
     "Access",
+    "Refused",
     "RequestIdMiddleware",
     "Resolver",
     "Tokens",
@@ -60,6 +61,7 @@ __all__ = [
     "metadata_url",
     "protected_resource_metadata",
     "public_base",
+    "refused",
     "request_id",
     "resolver",
     "unauthenticated_response",
@@ -300,3 +302,32 @@ def unauthenticated_response(
     return error_response(
         request, error, {"WWW-Authenticate": challenge, "Cache-Control": "no-store"}
     )
+
+
+# ---------------------------------------------------------------- transport refusals
+
+
+class Refused(StoreError):
+    """A refusal of the HTTP transport itself (a bound, a method, a header), made by `refused`,
+    whose subclass carries the status."""
+
+
+_REFUSALS: dict[tuple[int, str], type[Refused]] = {}
+
+
+def refused(
+    status: int,
+    code: str,
+    message: str,
+    *,
+    param: str | None = None,
+    error_type: str = "invalid_request_error",
+    details: Mapping[str, Any] | None = None,
+) -> Refused:
+    """A `Refused` answered with `status`, its envelope's `type` `error_type`."""
+    kind = _REFUSALS.get((status, error_type))
+    if kind is None:
+        attributes = {"http_status": status, "error_type": error_type}
+        kind = type(f"Refused{status}", (Refused,), attributes)
+        _REFUSALS[status, error_type] = kind
+    return kind(code, message, param=param, details=details)

@@ -40,6 +40,13 @@ Rules:
 8. What the server writes to stdout and stderr holds no personal data and no token: uvicorn's
    access log (the whole URL) is off, and `pdpp_store.access_log.AccessLog` logs each request
    by method, route template, status, time and request id.
+9. Every connection passes the door (`pdpp_store.door`) before any app sees it: bounded heads,
+   bodies, timeouts and connections (`limits`), and on `/mcp` the `Host` must name the server
+   (by name, any port: the public URL's host, the listening address, and on loopback
+   `localhost` too, plus `allow_hosts`; not checked when listening on a wildcard without a
+   public URL or `allow_hosts`) and an `Origin` must be the server's own or one of
+   `allow_origins`, which also get CORS (`pdpp_store.door_headers`). Large JSON answers are
+   gzip-compressed for clients that accept it.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ import errno
 import os
 import signal
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,15 +71,21 @@ from uvicorn.supervisors.multiprocess import SIGNALS
 from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable
 from pdpp_store.access_log import AccessLog
 from pdpp_store.auth import OAuth, Resolvers, TokensFile
+from pdpp_store.door import DoorMiddleware, DoorNames, Limits, door_protocol, host_name
+from pdpp_store.door_headers import Cors, GzipJson
 from pdpp_store.http import PUBLIC_URL_KEY, Resolver, check_public_url
 from pdpp_store.mcp import http_app
 from pdpp_store.rest import create_app
 
-__all__ = ["run", "serve"]
+__all__ = ["Limits", "run", "serve"]
 
 
-def _config(app: Any, host: str, port: int, log_level: str, **options: Any) -> uvicorn.Config:
-    """uvicorn's settings for every way of serving here."""
+def _config(
+    app: Any, host: str, port: int, log_level: str, limits: Limits, **options: Any
+) -> uvicorn.Config:
+    """uvicorn's settings for every way of serving here: its httptools protocol under the door's
+    limits (rule 7), no websockets."""
+    keep_alive: Any = limits.idle_timeout_s  # uvicorn's timer takes any number of seconds
     return uvicorn.Config(
         app,
         host=host,
@@ -81,8 +94,63 @@ def _config(app: Any, host: str, port: int, log_level: str, **options: Any) -> u
         proxy_headers=False,
         server_header=False,
         access_log=False,  # uvicorn's names the full URL: ours (rule 8) does not
+        http=door_protocol(limits),  # type: ignore[arg-type]
+        ws="none",
+        timeout_keep_alive=keep_alive,
         **options,
     )
+
+
+@dataclass(frozen=True)
+class _Access:
+    """Who may call in (rule 7): the checked allowed origins and hosts, and the limits."""
+
+    limits: Limits = field(default_factory=Limits)
+    origins: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+
+def _checked_origins(origins: Sequence[str]) -> tuple[str, ...]:
+    checked = []
+    for origin in origins:
+        try:
+            checked.append(check_public_url(origin).lower())
+        except BadRequest as error:
+            raise BadRequest(
+                "invalid_request",
+                error.message.replace("public_url", f"allow_origin {origin!r}", 1),
+                param="allow_origin",
+            ) from None
+    return tuple(checked)
+
+
+def _checked_hosts(hosts: Sequence[str]) -> tuple[str, ...]:
+    checked = []
+    for host in hosts:
+        try:
+            checked.append(check_public_url(f"http://{host}").removeprefix("http://").lower())
+        except BadRequest:
+            raise BadRequest(
+                "invalid_request",
+                f"allow_host {host!r} must be a host name or address (a port, if any, is ignored)",
+                param="allow_host",
+            ) from None
+    return tuple(checked)
+
+
+_LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
+
+
+def _names(access: _Access, named: str | None, host: str) -> DoorNames:
+    """The host names and origins the door allows on `/mcp` (rule 7)."""
+    hosts = {host_name(allowed) for allowed in access.hosts}
+    if named is not None:  # the public URL, or the listening address (not a wildcard)
+        hosts.add(host_name(named.partition("://")[2]))
+    if host not in _WILDCARDS:
+        hosts.add(host_name(f"[{host}]" if ":" in host and not host.startswith("[") else host))
+        if host in _LOOPBACK:
+            hosts.update(("localhost", "127.0.0.1", "[::1]"))
+    return DoorNames(hosts=frozenset(hosts), origins=frozenset(access.origins))
 
 
 _WILDCARDS = {"", "0.0.0.0", "::", "[::]"}
@@ -102,10 +170,12 @@ def _public_url(public_url: str | None, host: str, port: int) -> str | None:
 
 class _Door:
     """The ASGI application uvicorn runs: it tells the application below what the server's
-    public base URL is (rule 6), then hands every request on."""
+    public base URL is (rule 6), then hands every request through the door's middleware
+    (rule 7)."""
 
-    def __init__(self, app: Any, public_url: str | None) -> None:
-        self.app = app
+    def __init__(self, app: Any, public_url: str | None, access: _Access, names: DoorNames) -> None:
+        inner = DoorMiddleware(GzipJson(app), access.limits, names)
+        self.app = Cors(inner, frozenset(access.origins)) if access.origins else inner
         self._public_url = public_url
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -172,14 +242,21 @@ async def serve(
     port: int = 8787,
     log_level: str = "info",
     public_url: str | None = None,
+    limits: Limits | None = None,
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
 ) -> None:
     """Serve the store at `url` to the holders of `tokens` (a tokens file, or token -> grant)
-    until stopped, naming itself by `public_url` (rule 6)."""
+    until stopped, naming itself by `public_url` (rule 6), behind the door (rule 9)."""
     named = _public_url(public_url, host, port)
     grants = tokens if isinstance(tokens, Mapping | Resolver) else resolver_for(tokens, None, named)
+    access = _Access(
+        limits or Limits(), _checked_origins(allow_origins), _checked_hosts(allow_hosts)
+    )
     store = await AsyncStore.open(url)
     app = await _application(store, grants)
-    await uvicorn.Server(_config(_Door(AccessLog(app), named), host, port, log_level)).serve()
+    door = _Door(AccessLog(app), named, access, _names(access, named, host))
+    await uvicorn.Server(_config(door, host, port, log_level, access.limits)).serve()
 
 
 @dataclass(frozen=True)
@@ -190,9 +267,12 @@ class _Worker:
     url: str
     grants: Tokens = field(repr=False)  # token -> grant, or a resolver: the tokens are secrets
     public_url: str | None = None
+    access: _Access = field(default_factory=_Access)
+    names: DoorNames = field(default_factory=DoorNames)
 
     def __call__(self) -> _Door:
-        return _Door(AccessLog(_OpenedAtStartup(self.url, self.grants)), self.public_url)
+        opened = _OpenedAtStartup(self.url, self.grants)
+        return _Door(AccessLog(opened), self.public_url, self.access, self.names)
 
 
 class _OpenedAtStartup:
@@ -241,18 +321,24 @@ def _run_workers(
     port: int,
     log_level: str,
     public_url: str | None,
+    access: _Access,
 ) -> None:
     Store.open(url).close()  # one error for a bad store, and one migration (rule 4)
+    names = _names(access, public_url, host)
     config = _config(
-        _Worker(url, grants, public_url),
+        _Worker(url, grants, public_url, access, names),
         host,
         port,
         log_level,
+        access.limits,
         factory=True,
         interface="asgi3",
         lifespan="on",
         loop="auto",
         workers=workers,
+        # A worker answers the supervisor's pings once it has imported everything, which takes
+        # seconds on a busy machine; uvicorn's 5 s would kill and replace it while it starts.
+        timeout_worker_healthcheck=30,
     )
     handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
     try:
@@ -295,14 +381,20 @@ def run(
     workers: int = 1,
     public_url: str | None = None,
     oauth: OAuth | None = None,
+    limits: Limits | None = None,
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
 ) -> None:
     """`serve` on a loop of uvicorn's choosing, in `workers` processes (rule 4), naming itself
     by `public_url` (rule 6), to the holders of the tokens of `tokens_path` and of `oauth`'s
-    authorization server (rule 7); returns when the server stops (Ctrl-C is a normal stop, not
-    an error)."""
+    authorization server (rule 7), behind the door (rule 9); returns when the server stops
+    (Ctrl-C is a normal stop, not an error)."""
     tokens_file = None if tokens_path is None else TokensFile(tokens_path)  # rule 1
     if public_url is not None:
         check_public_url(public_url)
+    access = _Access(
+        limits or Limits(), _checked_origins(allow_origins), _checked_hosts(allow_hosts)
+    )
     tokens = resolver_for(tokens_file, oauth, _public_url(public_url, host, port))
     _check_address(host, port)
     if workers > 1:
@@ -315,13 +407,24 @@ def run(
             port=port,
             log_level=log_level,
             public_url=named,
+            access=access,
         )
         return
     loop_factory = uvicorn.Config("pdpp_store.rest:create_app", loop="auto").get_loop_factory()
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(
-                serve(url, tokens, host=host, port=port, log_level=log_level, public_url=public_url)
+                serve(
+                    url,
+                    tokens,
+                    host=host,
+                    port=port,
+                    log_level=log_level,
+                    public_url=public_url,
+                    limits=access.limits,
+                    allow_origins=access.origins,
+                    allow_hosts=access.hosts,
+                )
             )
     except KeyboardInterrupt:  # uvicorn stopped gracefully, then handed Ctrl-C back
         pass

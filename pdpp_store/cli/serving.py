@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import click
 
@@ -76,9 +76,70 @@ from ._root import cli
     help="The http(s) origin clients reach the server by, named in its OAuth metadata and 401s"
     " (default: the address it listens on; never a request's Host header).",
 )
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="A browser origin allowed to call (CORS on REST and /mcp, and past /mcp's Origin"
+    " check); repeatable. Default: none.",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="Another name the server may be called by at /mcp (its Host check); repeatable.",
+)
+@click.option("--max-head-bytes", type=int, default=16384, show_default=True, metavar="N")
+@click.option("--max-request-line", type=int, default=8192, show_default=True, metavar="N")
+@click.option("--max-headers", type=int, default=100, show_default=True, metavar="N")
+@click.option(
+    "--max-body-bytes",
+    type=int,
+    default=1 << 20,
+    show_default=True,
+    metavar="N",
+    help="Request bodies outside /mcp.",
+)
+@click.option("--max-mcp-body-bytes", type=int, default=4 << 20, show_default=True, metavar="N")
+@click.option(
+    "--head-timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds a request head may take to arrive.",
+)
+@click.option(
+    "--body-timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds a request body may take to arrive.",
+)
+@click.option(
+    "--idle-timeout",
+    type=float,
+    default=5.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds a kept-alive connection may wait for its next request.",
+)
+@click.option("--max-connections", type=int, default=1000, show_default=True, metavar="N")
+@click.option(
+    "--max-mcp-streams",
+    type=int,
+    default=16,
+    show_default=True,
+    metavar="N",
+    help="MCP requests one token may have in flight at once.",
+)
 @click.pass_context
 def serve(  # noqa: PLR0917 (click passes each option by keyword)
     ctx: click.Context,
+    /,
     tokens_path: Path | None,
     issuer: str | None,
     introspection_url: str | None,
@@ -90,11 +151,18 @@ def serve(  # noqa: PLR0917 (click passes each option by keyword)
     port: int,
     workers: int,
     public_url: str | None,
+    allow_origins: tuple[str, ...],
+    allow_hosts: tuple[str, ...],
+    **limits: Any,
 ) -> None:
     """Serve the store over HTTP: the REST routes under /v1 and MCP at /mcp (needs the
-    `server` extra: pip install 'pdpp-store[server]'). Stops on Ctrl-C."""
+    `server` extra: pip install 'pdpp-store[server]'). Stops on Ctrl-C.
+
+    The door's limits (request heads, bodies, timeouts, connections, MCP requests per token)
+    are answered before any token is read; docs/cli.md lists them, docs/decisions.md gives
+    each default's reason."""
     try:
-        from pdpp_store.serve import run
+        from pdpp_store.serve import Limits, run
     except ImportError as error:
         raise click.UsageError(
             f"serving needs the server extra (pip install 'pdpp-store[server]'): {error}"
@@ -127,6 +195,20 @@ def serve(  # noqa: PLR0917 (click passes each option by keyword)
         workers=workers,
         public_url=public_url,
         oauth=oauth,
+        limits=Limits(
+            max_head_bytes=limits["max_head_bytes"],
+            max_request_line=limits["max_request_line"],
+            max_headers=limits["max_headers"],
+            max_body_bytes=limits["max_body_bytes"],
+            max_mcp_body_bytes=limits["max_mcp_body_bytes"],
+            head_timeout_s=limits["head_timeout"],
+            body_timeout_s=limits["body_timeout"],
+            idle_timeout_s=limits["idle_timeout"],
+            max_connections=limits["max_connections"],
+            max_mcp_streams_per_token=limits["max_mcp_streams"],
+        ),
+        allow_origins=allow_origins,
+        allow_hosts=allow_hosts,
     )
 
 

@@ -21,7 +21,14 @@ Rules:
    body that is not one JSON object (malformed, `null`, `[]`, a batch) is `invalid_request`
    (400, `param: "body"`). A client that disconnects mid-body is one log line, no traceback, and
    no answer.
-5. The app is path-agnostic (mount it at `/mcp`, or serve it alone) and owns a lifespan that runs
+5. Every other refusal of the transport is an envelope too, after the token: a method other
+   than POST is 405 `method_not_allowed` (`Allow: POST`; the server is stateless, so it offers
+   no GET stream and no session to DELETE); an `Mcp-Session-Id` is 404 `session_not_found` (no
+   session was ever issued); an `MCP-Protocol-Version` the SDK does not speak is 400
+   `invalid_request` naming `mcp-protocol-version`; an `Accept` without JSON is 406
+   `not_acceptable` (after the body's checks). Whatever the SDK itself still refuses (a
+   status of 400 or more) is turned into the envelope of that status, its message kept.
+6. The app is path-agnostic (mount it at `/mcp`, or serve it alone) and owns a lifespan that runs
    the SDK's session manager; a parent app must run `app.router.lifespan_context(app)` inside
    its own lifespan.
 """
@@ -35,6 +42,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -45,11 +53,13 @@ from pdpp_store import AsyncStore, BadRequest, Grant, StoreError
 from pdpp_store.http import (
     METADATA_PATH,
     PUBLIC_URL_KEY,
+    Refused,
     Resolver,
     Unauthenticated,
     bearer_token,
     error_response,
     protected_resource_metadata,
+    refused,
     request_id,
     resolver,
     unauthenticated_response,
@@ -57,23 +67,32 @@ from pdpp_store.http import (
 
 from ._server import create_server
 
-__all__ = ["GRANT_SCOPE_KEY", "MAX_BODY_BYTES", "http_app"]
+__all__ = [
+    "GRANT_SCOPE_KEY",
+    "MAX_BODY_BYTES",
+    "PROTOCOL_VERSIONS",
+    "http_app",
+]
 
 GRANT_SCOPE_KEY = "pdpp_store.grant"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest JSON-RPC message a POST may carry (rule 4): the SDK's own limit."""
+PROTOCOL_VERSIONS = frozenset((*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS))
+"""The `MCP-Protocol-Version` values the SDK speaks (rule 5)."""
+_CODES = {
+    400: ("invalid_request", "invalid_request_error"),
+    403: ("origin_not_allowed", "permission_error"),
+    404: ("session_not_found", "not_found_error"),
+    405: ("method_not_allowed", "invalid_request_error"),
+    406: ("not_acceptable", "invalid_request_error"),
+    409: ("conflict", "conflict_error"),
+    413: ("request_too_large", "invalid_request_error"),
+    415: ("unsupported_media_type", "invalid_request_error"),
+    421: ("host_not_allowed", "invalid_request_error"),
+}
+"""The envelope's code and type of a refusal the SDK answers itself, by status (rule 5)."""
 
 log = logging.getLogger("pdpp_store.mcp")
-
-
-class _TooLarge(StoreError):
-    http_status = 413
-    error_type = "invalid_request_error"
-
-
-class _UnsupportedMediaType(StoreError):
-    http_status = 415
-    error_type = "invalid_request_error"
 
 
 class _Disconnected(Exception):
@@ -81,7 +100,8 @@ class _Disconnected(Exception):
 
 
 def _too_large() -> StoreError:
-    return _TooLarge(
+    return refused(
+        413,
         "request_too_large",
         f"the request body is larger than {MAX_BODY_BYTES:,} bytes",
         param="body",
@@ -136,6 +156,103 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+def _header_refusal(request: Request) -> Refused | None:
+    """What rule 5 refuses of a request's method and headers, before its body is read."""
+    if request.method != "POST":
+        return refused(
+            405,
+            "method_not_allowed",
+            f"{request.method} is not served at the MCP endpoint: it takes POST only (the server"
+            " is stateless: no GET stream, no session to DELETE)",
+            param="method",
+        )
+    if "mcp-session-id" in request.headers:
+        return refused(
+            404,
+            "session_not_found",
+            "this server is stateless and issued no session: send requests without Mcp-Session-Id",
+            param="mcp-session-id",
+            error_type="not_found_error",
+        )
+    version = request.headers.get("mcp-protocol-version")
+    if version is not None and version not in PROTOCOL_VERSIONS:
+        return refused(
+            400,
+            "invalid_request",
+            f"MCP-Protocol-Version must be one of {', '.join(sorted(PROTOCOL_VERSIONS))}",
+            param="mcp-protocol-version",
+        )
+    media_type = request.headers.get("content-type", "").split(";")[0].strip()
+    if media_type.lower() != "application/json":
+        return refused(
+            415,
+            "unsupported_media_type",
+            "the body must be Content-Type: application/json",
+            param="content-type",
+        )
+    return None
+
+
+def _accept_refusal(request: Request) -> Refused | None:
+    """An `Accept` without JSON (rule 5), checked once the body is read."""
+    accepted = {
+        part.split(";")[0].strip().lower() for part in request.headers.get("accept", "").split(",")
+    }
+    if not accepted & {"application/json", "application/*", "*/*"}:
+        return refused(
+            406,
+            "not_acceptable",
+            "the request must accept application/json (Accept: application/json,"
+            " text/event-stream)",
+            param="accept",
+        )
+    return None
+
+
+def _enveloping(scope: Scope, send: Send) -> Send:
+    """A `send` that turns an answer of status 400 or more into the envelope (rule 5)."""
+    held: dict[str, Any] = {}
+
+    async def enveloped(message: Message) -> None:
+        if message["type"] == "http.response.start" and message.get("status", 200) >= 400:
+            held["start"] = message
+            held["body"] = b""
+            return
+        if "start" not in held:
+            await send(message)
+            return
+        if message["type"] != "http.response.body":
+            return
+        held["body"] += message.get("body", b"")
+        if message.get("more_body", False) and len(held["body"]) < 65536:
+            return
+        start, said = held.pop("start"), _said(held.pop("body"))
+        status = int(start["status"])
+        code, kind = _CODES.get(status, ("internal_error", "api_error"))
+        allow = [(n, v) for n, v in start.get("headers", []) if n.lower() == b"allow"]
+        error = refused(status, code, said or f"refused ({status})", error_type=kind)
+        answer = error_response(Request(scope), error, {n.decode(): v.decode() for n, v in allow})
+        await answer(scope, _no_receive, send)
+
+    return enveloped
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def _said(body: bytes) -> str:
+    """The message of a refusal body of the SDK's: a JSON-RPC error's, or its text."""
+    try:
+        parsed = json.loads(body)
+        message = parsed["error"]["message"]
+        if isinstance(message, str):
+            return message[:300]
+    except (ValueError, TypeError, KeyError, RecursionError):
+        pass
+    return body[:300].decode("utf-8", errors="replace").strip()
+
+
 def _request_grant(request: Any) -> Grant:
     grant = None if request is None else request.scope.get(GRANT_SCOPE_KEY)
     if not isinstance(grant, Grant):  # only reachable if the app is wired around rule 1
@@ -169,39 +286,45 @@ def http_app(
         if scope["type"] != "http":
             return
         request = Request(scope, receive)
+        presented = bearer_token(request.headers.get("authorization"))
         try:
-            presented = bearer_token(request.headers.get("authorization"))
             grant = (await known.resolve(presented, store)).grant
-        except Unauthenticated as refused:
-            await unauthenticated_response(request, refused, resource_path)(scope, receive, send)
+        except Unauthenticated as refusal:
+            await unauthenticated_response(request, refusal, resource_path)(scope, receive, send)
             return
         except StoreError as error:  # the authorization server could not answer: fail closed
             await error_response(request, error)(scope, receive, send)
             return
-        if request.method == "POST":
-            try:
-                media_type = request.headers.get("content-type", "").split(";")[0].strip()
-                if media_type.lower() != "application/json":
-                    raise _UnsupportedMediaType(
-                        "unsupported_media_type",
-                        "the body must be Content-Type: application/json",
-                        param="content-type",
-                    )
-                body = await _read_body(request, receive)
-                _check_message(body)
-            except _Disconnected:
-                log.warning(
-                    "client disconnected before its request body was read (%s %s, %s)",
-                    request.method,
-                    scope.get("root_path", "") + scope.get("path", ""),
-                    request_id(scope),
-                )
-                return
-            except StoreError as error:
-                await error_response(request, error)(scope, receive, send)
-                return
-            receive = _replaying(body, receive)
-        await manager.handle_request({**scope, GRANT_SCOPE_KEY: grant}, receive, send)
+        await answer(scope, request, receive, send, grant)
+
+    async def answer(
+        scope: Scope, request: Request, receive: Receive, send: Send, grant: Grant
+    ) -> None:
+        try:
+            refusal = _header_refusal(request)
+            if refusal is not None:
+                raise refusal
+            body = await _read_body(request, receive)
+            _check_message(body)
+            refusal = _accept_refusal(request)
+            if refusal is not None:
+                raise refusal
+        except _Disconnected:
+            log.warning(
+                "client disconnected before its request body was read (%s %s, %s)",
+                request.method,
+                scope.get("root_path", "") + scope.get("path", ""),
+                request_id(scope),
+            )
+            return
+        except StoreError as error:
+            headers = {"Allow": "POST"} if error.http_status == 405 else None
+            await error_response(request, error, headers)(scope, receive, send)
+            return
+        replayed = _replaying(body, receive)
+        await manager.handle_request(
+            {**scope, GRANT_SCOPE_KEY: grant}, replayed, _enveloping(scope, send)
+        )
 
     async def metadata(request: Request) -> JSONResponse:
         return JSONResponse(

@@ -130,14 +130,23 @@ def test_storage_unavailable_carries_a_retry_hint_on_rest_and_mcp(
 
 def _named(base_url: str, headers: dict[str, str]) -> tuple[str, str, str, str]:
     """What the server names itself by, asked with `headers`: the REST and MCP 401s'
-    `resource_metadata`, and the two metadata documents' `resource`."""
+    `resource_metadata`, and the two metadata documents' `resource`. A `Host` that does not
+    name the server is refused on `/mcp` before the token is asked for (421, naming nothing),
+    so the MCP 401 is asked for with the server's own `Host`."""
     named = []
-    for method, path in (("GET", window_path()), ("POST", "/mcp")):
-        refused = httpx.request(method, f"{base_url}{path}", json={}, headers=headers)
+    mcp_headers = {k: v for k, v in headers.items() if k != "Host"}
+    for method, path, sent in (("GET", window_path(), headers), ("POST", "/mcp", mcp_headers)):
+        refused = httpx.request(method, f"{base_url}{path}", json={}, headers=sent)
         assert refused.status_code == 401, refused.text
         named.append(refused.headers["WWW-Authenticate"].split('resource_metadata="')[1][:-1])
     for path in (METADATA, f"{METADATA}/mcp"):
         named.append(httpx.get(f"{base_url}{path}", headers=headers).json()["resource"])
+    if "Host" in headers:
+        misdirected = httpx.post(f"{base_url}/mcp", json={}, headers=headers)
+        assert misdirected.status_code == 421, misdirected.text
+        assert misdirected.json()["error"]["code"] == "host_not_allowed"
+        assert headers["Host"] not in misdirected.text
+        assert "WWW-Authenticate" not in misdirected.headers
     return named[0], named[1], named[2], named[3]
 
 
