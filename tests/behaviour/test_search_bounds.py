@@ -7,11 +7,11 @@ score over drawn texts.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 from unittest import mock
 
 import pytest
-import test_search_property as prop
 from _data import on_one_store
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,12 +20,14 @@ from pdpp_store import Store, fold
 from pdpp_store._core import relevance
 from pdpp_store._ops import search as search_ops
 
+prop: Any = importlib.import_module("test_search_property")  # its scenarios and oracle test
+
 
 @on_one_store()
 @given(scenario=prop.scenarios())
 def test_bounded_scoring_equals_the_oracle(each_database: Store, scenario: dict[str, Any]) -> None:
     with mock.patch.object(search_ops, "SCORE_BATCH", 1):
-        prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)  # type: ignore[attr-defined]
+        prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
 
 
 @pytest.mark.parametrize("limit", [1, 2])
@@ -48,7 +50,7 @@ def test_a_hit_ranked_low_by_its_bound_still_leads(each_database: Store, limit: 
         "scan": 1000,
     }
     with mock.patch.object(search_ops, "SCORE_BATCH", 1):
-        prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)  # type: ignore[attr-defined]
+        prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
 
 
 def _count(text: str, needle: str) -> int:
