@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import cmp_to_key
 from typing import Any
 
 from pdpp_store._core import relevance
@@ -310,6 +309,19 @@ def _after_position(ranked: list[Position], after: Position, ordering: str) -> i
     )
 
 
+def _in_order(entries: list[Position], ordering: str) -> list[Position]:
+    """`entries` sorted in place as `_compare` orders them, by stable sorts on simple keys (the
+    last sort decides first): key, then time (records without one last), then score."""
+    entries.sort(key=lambda entry: entry[2:])
+    if ordering == "asc":
+        entries.sort(key=lambda entry: (entry[1] is None, entry[1] or ""))
+    else:
+        entries.sort(key=lambda entry: (entry[1] is not None, entry[1] or ""), reverse=True)
+    if ordering == "relevance":
+        entries.sort(key=lambda entry: entry[0], reverse=True)
+    return entries
+
+
 def _ranked(  # noqa: PLR0917 - what the order reads
     stream_grants: list[StreamGrant],
     groups: list[search_sql.SearchGroup],
@@ -355,7 +367,7 @@ def _ranked(  # noqa: PLR0917 - what the order reads
         return [(*key, path) for key in chosen for path in paths_of.get(key[:2], ())]
 
     if ordering != "relevance":
-        placed = sorted(((0.0, instants.get(key), *key) for key in keys), key=cmp_to_key(compare))
+        placed = _in_order([(0.0, instants.get(key), *key) for key in keys], ordering)
         start = 0 if after is None else _after_position(placed, after, ordering)
         chosen = [entry[2:] for entry in placed[start : start + wanted]]
         scores = yield from _scores(stream_grants, targets_of(chosen), needles)
@@ -374,7 +386,7 @@ def _ranked(  # noqa: PLR0917 - what the order reads
             if compare(low, after) <= 0:
                 continue  # before the cursor wherever its exact score lies
         candidates.append((relevance.bound(fields, 1.0), instants.get(key), *key))
-    candidates.sort(key=cmp_to_key(compare))
+    _in_order(candidates, ordering)
     scored: list[Position] = []
     taken = 0
     batch = max(SCORE_BATCH, wanted)
@@ -389,7 +401,7 @@ def _ranked(  # noqa: PLR0917 - what the order reads
             entry = (scores.get(key, 0.0), instants.get(key), *key)
             if after is None or compare(entry, after) > 0:
                 scored.append(entry)
-        scored.sort(key=cmp_to_key(compare))
+        _in_order(scored, ordering)
     return len(keys), scored[:wanted]
 
 
