@@ -41,6 +41,7 @@ __all__ = [
     "PART_WEIGHT",
     "SCORE_CHARS",
     "B",
+    "bound",
     "occurrence_weight",
     "score",
 ]
@@ -82,6 +83,23 @@ def score(needles: Sequence[str], fields: Iterable[tuple[str, int]]) -> float:
         norm = 1 - B + B * size / AVERAGE_CHARS
         for needle in needles:
             tf = occurrence_weight(folded, needle)
+            if tf:
+                total += tf * (K1 + 1) / (tf + K1 * norm)
+    return round(total, DIGITS)
+
+
+def bound(fields: Iterable[tuple[Sequence[int], int]], weight: float) -> float:
+    """A bound of `score` from the occurrence counts alone: `fields` as (occurrences of each
+    needle in the field's folded first `SCORE_CHARS` code points, found as `occurrence_weight`
+    finds them; whole length), in the order `score` is given them. Every occurrence weighed
+    1 gives an upper bound, every one weighed `PART_WEIGHT` a lower one: the formula grows with
+    tf, and the arithmetic is `score`'s, term by term in the same order, so the float sums and
+    the rounding keep the bound's side (tf is a multiple of `PART_WEIGHT` either way)."""
+    total = 0.0
+    for counts, size in fields:
+        norm = 1 - B + B * size / AVERAGE_CHARS
+        for count in counts:
+            tf = count * weight
             if tf:
                 total += tf * (K1 + 1) / (tf + K1 * norm)
     return round(total, DIGITS)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import cmp_to_key
 from typing import Any
 
 from pdpp_store._core import relevance
@@ -77,6 +76,9 @@ Postgres through the index), while a rare term pays for 64 records scanned, not 
 200-record scan cost 44 ms on SQLite, 20 ms on Postgres)."""
 CANDIDATE_BATCH = 256
 """Candidate keys taken from the index at a time, re-checked together."""
+MAX_CANDIDATE_BATCH = 8192
+"""When every hit is wanted (relevance order), each batch takes twice the last one's
+candidates, up to this many: 10,000 hits took 40 batches of 256."""
 
 
 def _check_limit(limit: object) -> int:
@@ -230,9 +232,9 @@ def search(
         for conn_id in g.connection_ids
     }
     order_paths = _order_paths(grant, catalogue)
-    ranked = yield from _ranked(stream_grants, groups, query, paths_of, order_paths, ordering)
-    start = 0 if after is None else _after_position(ranked, after, ordering)
-    chosen = ranked[start : start + size + 1]
+    hits, chosen = yield from _ranked(
+        stream_grants, groups, query, paths_of, order_paths, ordering, after, size + 1
+    )
     page_entries = chosen[:size]
     page_keys = [entry[2:] for entry in page_entries]
     scores = {entry[2:]: entry[0] for entry in page_entries}
@@ -250,7 +252,7 @@ def search(
                 mine.append(excerpt)
         if mine:
             found.append(SearchHit(*key, tuple(mine), scores[key]))
-    total = len(ranked) if counting else None
+    total = hits if counting else None
     if len(chosen) <= size:
         return SearchPage(tuple(found), count=total)
     next_cursor = mint_position(ctx.codec, binding, page_entries[-1])
@@ -307,6 +309,19 @@ def _after_position(ranked: list[Position], after: Position, ordering: str) -> i
     )
 
 
+def _in_order(entries: list[Position], ordering: str) -> list[Position]:
+    """`entries` sorted in place as `_compare` orders them, by stable sorts on simple keys (the
+    last sort decides first): key, then time (records without one last), then score."""
+    entries.sort(key=lambda entry: entry[2:])
+    if ordering == "asc":
+        entries.sort(key=lambda entry: (entry[1] is None, entry[1] or ""))
+    else:
+        entries.sort(key=lambda entry: (entry[1] is not None, entry[1] or ""), reverse=True)
+    if ordering == "relevance":
+        entries.sort(key=lambda entry: entry[0], reverse=True)
+    return entries
+
+
 def _ranked(  # noqa: PLR0917 - what the order reads
     stream_grants: list[StreamGrant],
     groups: list[search_sql.SearchGroup],
@@ -314,35 +329,103 @@ def _ranked(  # noqa: PLR0917 - what the order reads
     paths_of: dict[tuple[str, str], tuple[str, ...]],
     order_paths: dict[tuple[str, str], str],
     ordering: str,
-) -> Op[list[Position]]:
-    """Every hit, scored (`_core.relevance`) and timed, in `ordering`: the exact order of all
-    hits, so the first page is the exact top: every hit (`_matching_keys`, its two phases), the
-    first chunks of their searchable granted fields, the instants of their granted order
-    fields."""
+    after: Position | None,
+    wanted: int,
+) -> Op[tuple[int, list[Position]]]:
+    """The number of hits and the first `wanted` hits after `after` in `ordering`, scored
+    (`_core.relevance`) and timed: the exact top of *all* hits, each hit's score bounded first
+    and computed only where the bounds cannot place it.
+
+    1. Every hit (`_matching_keys`, its two phases) and the instant of its granted order field.
+    2. In relevance order, per hit, the occurrences of each needle in the scored prefix of its
+       searchable granted fields, counted in the database (`ranking_sql.occurrence_counts`):
+       no text leaves it. Weighing every occurrence 1 bounds the score from above, weighing
+       every one `PART_WEIGHT` from below (`relevance.bound`).
+    3. A hit whose lower bound already places it before `after` is dropped. The rest are taken
+       in the order of their upper bounds, a batch at a time, and scored exactly from their
+       texts, until `wanted` scored hits come after `after` and the next hit's upper bound
+       places it after the last of them: a hit's exact place is never before its upper bound's
+       place, so no hit left unscored can be among the first `wanted`.
+
+    In `desc`/`asc` order the score does not decide the order: only the chosen hits are scored.
+    """
     needles = [term.folded for term in query.terms]
     keys = yield from _matching_keys(stream_grants, groups, query, None, ALL_HITS)
     if not keys:
-        return []
-    targets = [(*key, path) for key in keys for path in paths_of.get(key[:2], ())]
-    chunks = -(-relevance.SCORE_CHARS // CHUNK_CHARS)
-    texts = ranking_sql.field_texts(
-        (yield ranking_sql.scored_texts(stream_grants, targets, chunks)) or []
-    )
+        return 0, []
     timed = [(*key, order_paths[key[:2]]) for key in keys if key[:2] in order_paths]
     instants = (
         ranking_sql.time_values((yield ranking_sql.times(stream_grants, timed)) or [])
         if timed
         else {}
     )
-    entries: list[Position] = []
-    for key in keys:
-        fields = [texts[t] for t in ((*key, p) for p in paths_of.get(key[:2], ())) if t in texts]
-        entries.append((relevance.score(needles, fields), instants.get(key), *key))
 
     def compare(left: Position, right: Position) -> int:
         return _compare(left, right, ordering)
 
-    return sorted(entries, key=cmp_to_key(compare))
+    def targets_of(chosen: Sequence[search_sql.Key]) -> list[search_sql.Target]:
+        return [(*key, path) for key in chosen for path in paths_of.get(key[:2], ())]
+
+    if ordering != "relevance":
+        placed = _in_order([(0.0, instants.get(key), *key) for key in keys], ordering)
+        start = 0 if after is None else _after_position(placed, after, ordering)
+        chosen = [entry[2:] for entry in placed[start : start + wanted]]
+        scores = yield from _scores(stream_grants, targets_of(chosen), needles)
+        return len(keys), [(scores.get(key, 0.0), instants.get(key), *key) for key in chosen]
+    chunks = -(-relevance.SCORE_CHARS // CHUNK_CHARS)
+    counts = ranking_sql.field_counts(
+        (yield ranking_sql.occurrence_counts(stream_grants, targets_of(keys), needles, chunks))
+        or [],
+        needles,
+    )
+    candidates: list[Position] = []
+    for key in keys:
+        fields = [counts[t] for t in targets_of([key]) if t in counts]
+        if after is not None:
+            low = (relevance.bound(fields, relevance.PART_WEIGHT), instants.get(key), *key)
+            if compare(low, after) <= 0:
+                continue  # before the cursor wherever its exact score lies
+        candidates.append((relevance.bound(fields, 1.0), instants.get(key), *key))
+    _in_order(candidates, ordering)
+    scored: list[Position] = []
+    taken = 0
+    batch = max(SCORE_BATCH, wanted)
+    while taken < len(candidates):
+        if len(scored) >= wanted and compare(candidates[taken], scored[wanted - 1]) > 0:
+            break
+        chosen = [entry[2:] for entry in candidates[taken : taken + batch]]
+        taken += len(chosen)
+        batch *= 2
+        scores = yield from _scores(stream_grants, targets_of(chosen), needles)
+        for key in chosen:
+            entry = (scores.get(key, 0.0), instants.get(key), *key)
+            if after is None or compare(entry, after) > 0:
+                scored.append(entry)
+        _in_order(scored, ordering)
+    return len(keys), scored[:wanted]
+
+
+SCORE_BATCH = 64
+"""Hits scored exactly at a time, at first (`_ranked`; each further batch twice as many)."""
+
+
+def _scores(
+    stream_grants: list[StreamGrant], targets: list[search_sql.Target], needles: list[str]
+) -> Op[dict[search_sql.Key, float]]:
+    """The exact score of each hit of `targets` from the first chunks of its fields' texts."""
+    if not targets:
+        return {}
+    chunks = -(-relevance.SCORE_CHARS // CHUNK_CHARS)
+    texts = ranking_sql.field_texts(
+        (yield ranking_sql.scored_texts(stream_grants, targets, chunks)) or []
+    )
+    fields: dict[search_sql.Key, list[tuple[str, int]]] = {}
+    for target in targets:
+        key = target[:3]
+        fields.setdefault(key, [])
+        if target in texts:
+            fields[key].append(texts[target])
+    return {key: relevance.score(needles, found) for key, found in fields.items()}
 
 
 def _matching_keys(
@@ -382,19 +465,20 @@ def _matching_keys(
         return found + keys_of(rest or [])
     names = [grant.name for grant in stream_grants]
     position = upto
+    size = CANDIDATE_BATCH
     while len(found) < wanted:
-        batch = keys_of(
-            (yield search_sql.candidates(groups, names, longest, position, CANDIDATE_BATCH)) or []
-        )
+        batch = keys_of((yield search_sql.candidates(groups, names, longest, position, size)) or [])
         if not batch:
             break
         rest = yield search_sql.hits(
             stream_grants, groups, needles, position, wanted - len(found), among=batch
         )
         found += keys_of(rest or [])
-        if len(batch) < CANDIDATE_BATCH:
+        if len(batch) < size:
             break
         position = batch[-1]
+        if wanted == ALL_HITS:  # every hit is wanted: fewer, larger batches
+            size = min(size * 2, MAX_CANDIDATE_BATCH)
     return found[:wanted]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from functools import cache, partial
 from typing import Any
 
-from sqlalchemy import Integer, Select, and_, bindparam, select
+from sqlalchemy import Integer, Select, String, and_, bindparam, func, literal, select
 
 from pdpp_store._core.grants import StreamGrant
 
@@ -26,7 +26,14 @@ from .search import _TARGET_COLUMNS, Target, _bound_json, _page_fields, _page_pa
 from .tables import field_chunks, fields
 from .visibility import GrantShape, same_record
 
-__all__ = ["field_texts", "scored_texts", "time_values", "times"]
+__all__ = [
+    "field_counts",
+    "field_texts",
+    "occurrence_counts",
+    "scored_texts",
+    "time_values",
+    "times",
+]
 
 
 def scored_texts(grants: Sequence[StreamGrant], targets: Sequence[Target], chunks: int) -> Execute:
@@ -78,6 +85,73 @@ def field_texts(rows: Rows) -> dict[Target, tuple[str, int]]:
     return {
         target: ("".join(parts[target][n] for n in sorted(parts[target])), sizes[target])
         for target in sizes
+    }
+
+
+def occurrence_counts(
+    grants: Sequence[StreamGrant], targets: Sequence[Target], needles: Sequence[str], chunks: int
+) -> Execute:
+    """Per target field that is visible and text-like: its whole length and, per needle, the
+    code points that removing the needle's occurrences from its folded first `chunks` chunks
+    removes (decoded by `field_counts` into occurrence counts). Occurrences are found left to
+    right without overlap (`replace`), as `relevance.occurrence_weight` finds them, so the
+    counts bound the score from above without any text leaving the database."""
+    params: dict[str, Any] = {
+        **_page_params(grants),
+        "r_targets": _bound_json(targets),
+        **{f"r_n{n}": needle for n, needle in enumerate(needles)},
+    }
+    shapes = tuple(GrantShape.of(grant) for grant in grants)
+    return Execute(partial(_occurrence_counts, shapes, len(needles), chunks), params)
+
+
+@cache
+def _occurrence_counts(
+    shapes: tuple[GrantShape, ...], needles: int, chunks: int, caps: Capabilities
+) -> Select[Any]:
+    targets = bound_rows(caps, "r_targets", _TARGET_COLUMNS)
+    joined, conditions = _page_fields(shapes, targets)
+    prefix: Any = literal("", String)
+    for number in range(chunks):
+        chunk = field_chunks.alias(f"c{number}")
+        joined = joined.outerjoin(
+            chunk,
+            and_(
+                same_record(chunk, fields),
+                chunk.c.path == fields.c.path,
+                chunk.c.chunk_no == number,
+            ),
+        )
+        prefix = prefix + func.coalesce(chunk.c.folded, chunk.c.text, "")
+    removed = [
+        (
+            func.length(prefix)
+            - func.length(func.replace(prefix, bindparam(f"r_n{n}", type_=String), ""))
+        ).label(f"removed{n}")
+        for n in range(needles)
+    ]
+    return (
+        select(
+            fields.c.connection_id,
+            fields.c.stream,
+            fields.c.record_id,
+            fields.c.path,
+            fields.c.size_chars,
+            *removed,
+        )
+        .select_from(joined)
+        .where(conditions)
+    )
+
+
+def field_counts(rows: Rows, needles: Sequence[str]) -> dict[Target, tuple[tuple[int, ...], int]]:
+    """`occurrence_counts`' answer: per target, (occurrences per needle, whole length)."""
+    return {
+        (row["connection_id"], row["stream"], row["record_id"], row["path"]): (
+            tuple(int(row[f"removed{n}"]) // len(needle) for n, needle in enumerate(needles)),
+            int(row["size_chars"]),
+        )
+        for row in rows
     }
 
 

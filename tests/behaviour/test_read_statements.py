@@ -57,7 +57,11 @@ BODY = ("an invoice for the quarter, " * 200) + "closing words"
 REF = ref_id("e1")
 SEARCH_SCAN_STATEMENTS = 2
 SEARCH_EVIDENCE_STATEMENTS = 2
-SEARCH_STATEMENTS = 2 + SEARCH_SCAN_STATEMENTS + SEARCH_EVIDENCE_STATEMENTS
+SEARCH_RANK_STATEMENTS = 3
+"""Relevance order on a small result: the hits' order values (ties), their occurrence counts
+(the score's bounds) and one batch of scored texts; a larger result scores more batches, each
+twice the last (`_ops/search._ranked`)."""
+SEARCH_STATEMENTS = 2 + SEARCH_SCAN_STATEMENTS + SEARCH_RANK_STATEMENTS + SEARCH_EVIDENCE_STATEMENTS
 BOTH = grant(
     {"name": "message_bodies", "instance_ids": [MAILBOX]},
     {"name": "attachments", "instance_ids": [MAILBOX]},

@@ -1,0 +1,80 @@
+"""Relevance order scores exactly only the hits its bounds cannot place (`search._ranked`):
+the same oracle property as `test_search_property`, run with one hit scored in the first
+batch (then 2, 4, ...), so the stopping rule, the cursor's lower-bound cut and the batches
+decide pages of every drawn size; and the bounds themselves (`relevance.bound`) against the
+score over drawn texts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+from unittest import mock
+
+import pytest
+from _data import on_one_store
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pdpp_store import Store, fold
+from pdpp_store._core import relevance
+from pdpp_store._ops import search as search_ops
+
+prop: Any = importlib.import_module("test_search_property")  # its scenarios and oracle test
+
+
+@on_one_store()
+@given(scenario=prop.scenarios())
+def test_bounded_scoring_equals_the_oracle(each_database: Store, scenario: dict[str, Any]) -> None:
+    with mock.patch.object(search_ops, "SCORE_BATCH", 1):
+        prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_a_hit_ranked_low_by_its_bound_still_leads(each_database: Store, limit: int) -> None:
+    """Upper bounds in the order X (4 parts), Y (2 parts), Z (1 whole word); exact scores in
+    the order Z, X, Y: a first page decided by the bounds, or by the first hits scored, would
+    not start with Z."""
+    records = [
+        {"id": "r00", "received_at": "2026-01-01T00:00:00Z", "subject": "ab ab ab ab"},
+        {"id": "r01", "received_at": "2026-01-02T00:00:00Z", "subject": "ab ab"},
+        {"id": "r02", "received_at": "2026-01-01T00:00:00Z", "subject": "a"},
+    ]
+    scenario = {
+        "records": records,
+        "granted": None,
+        "terms": ["a"],
+        "limit": limit,
+        "order": "relevance",
+        "since_day": None,
+        "scan": 1000,
+    }
+    with mock.patch.object(search_ops, "SCORE_BATCH", 1):
+        prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
+
+
+def _count(text: str, needle: str) -> int:
+    """Occurrences found left to right without overlap (as SQL's replace removes them)."""
+    return text.count(needle)
+
+
+@given(
+    texts=st.lists(st.text(prop.ALPHABET, max_size=40), min_size=1, max_size=3),
+    needles=st.lists(st.text(prop.ALPHABET, min_size=1, max_size=3), min_size=1, max_size=3),
+)
+def test_bounds_hold_the_score(texts: list[str], needles: list[str]) -> None:
+    folded = [fold(needle) for needle in needles]
+    fields = [(text, len(text)) for text in texts]
+    counts = [
+        (tuple(_count(fold(text[: relevance.SCORE_CHARS]), n) for n in folded), size)
+        for text, size in fields
+    ]
+    exact = relevance.score(folded, fields)
+    assert relevance.bound(counts, relevance.PART_WEIGHT) <= exact <= relevance.bound(counts, 1.0)
+    every_whole = all(
+        relevance.occurrence_weight(fold(text), n) == _count(fold(text), n)
+        for text, _ in fields
+        for n in folded
+    )
+    if every_whole:
+        assert relevance.bound(counts, 1.0) == exact
