@@ -290,10 +290,13 @@ SURFACES = (
     "pdpp_store.serve",
     "pdpp_store.auth",
     "pdpp_store.access_log",
+    "pdpp_store.door",
+    "pdpp_store.door_headers",
 )
 """The surfaces, and the HTTP modules beside them: `http`, the door REST and MCP share
-(bearer tokens, the 401, error envelopes, request ids), `serve`, which mounts both, and `auth`,
-the token resolvers `serve` configures (REST and MCP know only `http.Resolver`)."""
+(bearer tokens, the 401, error envelopes, request ids), `serve`, which mounts both, `auth`,
+the token resolvers `serve` configures (REST and MCP know only `http.Resolver`), and `door` and
+`door_headers`, the limits, origin checks, CORS and compression `serve` puts in front."""
 
 SURFACE_EDGES: dict[tuple[str, str], str] = {
     ("pdpp_store.rest", "pdpp_store.http"): "bearer tokens, the 401, envelopes and request ids",
@@ -305,6 +308,9 @@ SURFACE_EDGES: dict[tuple[str, str], str] = {
     ("pdpp_store.auth", "pdpp_store.http"): "the `Resolver` interface, `Access`, the 401",
     ("pdpp_store.serve", "pdpp_store.access_log"): "the access log it serves behind",
     ("pdpp_store.access_log", "pdpp_store.http"): "the request id and the ASGI types",
+    ("pdpp_store.serve", "pdpp_store.door"): "the limits and origin checks it serves behind",
+    ("pdpp_store.serve", "pdpp_store.door_headers"): "CORS and compression it serves behind",
+    ("pdpp_store.door", "pdpp_store.http"): "refusals as the envelope, with the request id",
     ("pdpp_store.cli", "pdpp_store.serve"): "`pdpp-store serve`",
     ("pdpp_store.cli", "pdpp_store.auth"): "`pdpp-store serve --issuer ...`: its OAuth settings",
     ("pdpp_store.cli", "pdpp_store.demo"): "`pdpp-store demo`",
