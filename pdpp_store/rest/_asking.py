@@ -195,7 +195,7 @@ async def stream_schema(
             card_schema("RecordPage"), "A page of records (docs/contract.md §11.2).", sent=("ETag",)
         ),
         **_NOT_MODIFIED,
-        **error_responses(400, 401, 403, 404, 409, 410, 503),
+        **error_responses(400, 401, 403, 404, 410, 503),
     },
 )
 async def records(request: Request, store: StoreDep, grant: GrantDep, stream: Stream) -> Response:

@@ -22,10 +22,12 @@ import pytest
 from _data import MAILBOX, body, manifest
 from _postgres import PostgresServer
 from _rest import DATA, EXPIRED, OWNER, TOKEN_GRANTS
+from sqlalchemy import create_engine, text
 from test_rest_openapi_client import PACKAGE, _document, _generated
 from test_serve import Server, _seed, start
 
 from pdpp_store import Store
+from pdpp_store._runtime import sync_url
 
 TWO = "tok_two_connections_00000"
 """A grant over two connections that both hold record `b1`: an id without one is ambiguous."""
@@ -56,6 +58,7 @@ def _serving(url: str, where: Path) -> Iterator[Server]:
     with Store.open(url) as store:
         store.add_connection("cin_second", manifest("gmail")["connector_id"])
         store.upsert_records("cin_second", "message_bodies", [body("b1", "second")])
+        store.upsert_records(MAILBOX, "message_bodies", [body("far", "ahead", FAR_AHEAD)])
     grants = {
         **TOKEN_GRANTS,
         TWO: {
@@ -72,15 +75,34 @@ def _serving(url: str, where: Path) -> Iterator[Server]:
         running.stop()
 
 
+FAR_AHEAD = "2700-01-01T00:00:00Z"
+"""A body received so far ahead that its time buckets in a zone with summer time span more offset
+changes than an aggregate walks: the 422 (`aggregate_range_too_wide`) of the aggregate route."""
+
 SQLITE_STILL_ANSWERS = ("search", "read_blob")
 """Reads that still answer 200 after a SQLite database's files are overwritten under the server
 (the window and record reads fail at once): their 503 is produced on Postgres (dropped database)."""
 
 
-def _is_sqlite(server: Server) -> bool:
+def _db_url(server: Server) -> str:
     command = server.process.args
     assert isinstance(command, list)
-    return str(command[command.index("--db") + 1]).startswith("sqlite")
+    return str(command[command.index("--db") + 1])
+
+
+def _is_sqlite(server: Server) -> bool:
+    return _db_url(server).startswith("sqlite")
+
+
+def _forget_changes(url: str) -> None:
+    """The database as restored from an older backup: every connection's change counter lower
+    than a bookmark handed out before (the 410 of `changes_since`)."""
+    engine = create_engine(sync_url(url))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE change_counters SET last_change_seq = 1"))
+    finally:
+        engine.dispose()
 
 
 def _given(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -227,12 +249,17 @@ def test_a_generated_client_meets_every_documented_status(
         discovery, 400, error, _raw(metadata, client(None), "/.well-known/oauth-protected-resource")
     )
 
+    asking = _check_asking(
+        api, models, check=check, url=_db_url(server), owner=owner, expired=expired, nobody=nobody
+    )
+
     lose()
     for operation, call in (
         ("read_field_window", window(bytes_client)),
         ("read_record", record(bytes_client)),
         ("search", search(bytes_client)),
         ("read_blob", blob(bytes_client)),
+        *((operation, call(bytes_client)) for operation, call in asking.items()),
     ):
         if sqlite and operation in SQLITE_STILL_ANSWERS:
             continue
@@ -254,3 +281,80 @@ def test_a_generated_client_meets_every_documented_status(
             reached[operation].add("503")
     for operation, statuses in reached.items():
         assert statuses == documented[operation], operation
+
+
+def _check_asking(
+    api: Callable[[str], Any],
+    models: Any,
+    *,
+    check: Callable[..., Any],
+    url: str,
+    owner: Any,
+    expired: Any,
+    nobody: Any,
+) -> dict[str, Callable[[Any], Callable[[], Any]]]:
+    """The discovery routes (`/v1/schema`, `/v1/streams`, `/v1/streams/{stream}`) and the asking
+    routes (`/v1/streams/{stream}/records`, `/v1/streams/{stream}/aggregate`): every status each
+    documents but 503. Returns, per operation, a call the caller repeats once the database is
+    lost."""
+    error = models.Error
+    discovery = {
+        "describe_grant": (api("discovery.describe_grant"), "/v1/schema", ()),
+        "list_streams": (api("discovery.list_streams"), "/v1/streams", ()),
+        "describe_stream": (
+            api("discovery.describe_stream"),
+            "/v1/streams/message_bodies",
+            ("message_bodies",),
+        ),
+    }
+    calls: dict[str, Callable[[Any], Callable[[], Any]]] = {}
+    for operation, (module, path, positional) in discovery.items():
+
+        def ask(who: Any, module: Any = module, at: Any = positional, **options: Any) -> Any:
+            return lambda: module.sync_detailed(*at, client=who, **options)
+
+        answer = check(operation, 200, object, ask(owner))
+        check(operation, 304, None, ask(owner, if_none_match=answer.headers["ETag"]))
+        check(operation, 400, error, _raw(module, owner, path))
+        check(operation, 401, error, ask(nobody))
+        check(operation, 403, error, ask(expired))
+        calls[operation] = ask
+
+    records = api("records.query_records")
+
+    def query(who: Any = owner, **options: Any) -> Callable[[], Any]:
+        return lambda: records.sync_detailed("message_bodies", client=who, **options)
+
+    page = check("query_records", 200, models.RecordPage, query(limit=1, count="exact"))
+    assert page.parsed.has_more
+    etag = page.headers["ETag"]
+    check("query_records", 304, None, query(limit=1, count="exact", if_none_match=etag))
+    check("query_records", 400, error, query(cursor="nope"))
+    check("query_records", 400, error, query(filter_='{"charset": {"gte": "a"}}'))
+    check("query_records", 401, error, query(nobody))
+    check("query_records", 403, error, query(expired))
+    check("query_records", 404, error, query(connection_id="cin_nope"))
+    changes = check("query_records", 200, models.RecordPage, query(changes_since="beginning"))
+    bookmark = changes.parsed.next_changes_since
+    calls["query_records"] = query
+
+    aggregates = api("records.aggregate")
+    year = models.AggregateGranularity("year")
+    card = (models.AggregateResultType0, models.AggregateResultType1)
+
+    def aggregate(who: Any = owner, **options: Any) -> Callable[[], Any]:
+        arguments = _given({"group_by_time": "message_received_at", "granularity": year, **options})
+        return lambda: aggregates.sync_detailed("message_bodies", client=who, **arguments)
+
+    check("aggregate", 200, card, aggregate(connection_id=MAILBOX))
+    undeclared = aggregate(group_by_time=None, granularity=None, group_by="charset")
+    check("aggregate", 400, error, undeclared)
+    check("aggregate", 401, error, aggregate(nobody))
+    check("aggregate", 403, error, aggregate(expired))
+    check("aggregate", 404, error, aggregate(connection_id="cin_nope"))
+    check("aggregate", 422, error, aggregate(time_zone="America/New_York"))
+    calls["aggregate"] = aggregate
+
+    _forget_changes(url)
+    check("query_records", 410, error, query(changes_since=bookmark))
+    return calls
