@@ -10,7 +10,11 @@ One node process per transport and database makes every call with each client
 with nothing thrown by the SDK: its validation of structuredContent against a tool's
 outputSchema is what lost every refusal before errors stopped carrying structuredContent. What
 each agent sees must equal what the Python SDK's client sees of the same call in-process, and
-`search` and `fetch` answer in the ChatGPT shape too (docs/contract.md §14).
+`search` and `fetch` answer in the ChatGPT shape too (docs/contract.md §14). The calls cover all six
+tools: `query_records` (a filter, a second page by its cursor, an exact count, a projection),
+`aggregate` (a count, and one by day, the bodies' declared time bucket), `schema` of one stream,
+`search` with `order`, `count` and `filter`, and the refusals each may make (`invalid_filter`,
+`field_not_granted`, `invalid_cursor`, `invalid_aggregate`, `grant_stream_not_allowed`).
 """
 
 from __future__ import annotations
@@ -34,7 +38,12 @@ from pdpp_store import AsyncStore, Grant, RecordRef, Store
 from pdpp_store.mcp import create_server
 
 TOKEN = "tok_tsclients_0000000000"
-GRANT = {"grant_id": "g-ts", "streams": [{"name": "message_bodies"}]}
+GRANT = {
+    "grant_id": "g-ts",
+    "streams": [{"name": "message_bodies"}, {"name": "threads", "fields": ["id", "subject"]}],
+}
+"""Every field of the bodies; of the (empty) threads only two, so a read naming another field
+is refused with `field_not_granted`."""
 CLIENTS = ["sdk1", "sdk2-legacy", "sdk2-auto"]
 PUBLIC_URL = "https://pdpp.example"
 """What the HTTP server is told its public base URL is (`serve --public-url`)."""
@@ -60,13 +69,35 @@ REFUSALS = {
     "fetch not an id": "invalid_request",
     "schema unknown argument": "invalid_request",
     "unknown tool": "invalid_request",
+    "schema ungranted stream": "grant_stream_not_allowed",
+    "search bad order": "invalid_request",
+    "search filter ungranted field": "field_not_granted",
+    "query_records bad filter": "invalid_filter",
+    "query_records filter ungranted field": "field_not_granted",
+    "query_records fields ungranted": "field_not_granted",
+    "query_records bad cursor": "invalid_cursor",
+    "query_records ungranted stream": "grant_stream_not_allowed",
+    "aggregate undeclared group_by": "invalid_aggregate",
+    "aggregate undeclared sum": "invalid_aggregate",
+    "aggregate ungranted field": "field_not_granted",
+    "aggregate ungranted stream": "grant_stream_not_allowed",
 }
 """Each refusal this test makes, and the envelope code every agent must reach."""
 
 
-def _load(url: str) -> str:
+QUERY: dict[str, Any] = {
+    "stream": "message_bodies",
+    "filter": {"charset": "utf-8"},
+    "limit": 1,
+    "count": "exact",
+}
+"""The first page of `query_records` (one of the two bodies); its cursor reaches the second."""
+
+
+def _load(url: str) -> tuple[str, str]:
     """The mailbox: a note to page through and a spare record with a binary field. Returns a
-    cursor of the note that the edit made here has made stale."""
+    cursor of the note that the edit made here has made stale, and the `query_records` cursor
+    of `QUERY`'s second page."""
     with Store.open(url) as store:
         gmail = manifest("gmail")
         store.register_manifest(gmail)
@@ -80,10 +111,13 @@ def _load(url: str) -> str:
         stale = store.read_field_window(grant, NOTE_ID, "body_text", limit_chars=10).next_cursor
         assert stale is not None
         store.upsert_records(MAILBOX, "message_bodies", [body("note", NOTE_EDITED)])
-    return stale
+        query = {key: value for key, value in QUERY.items() if key != "stream"}
+        page = store.query_records(grant, "message_bodies", **query)
+        assert page.next_cursor is not None
+    return stale, page.next_cursor
 
 
-def _calls(stale: str) -> list[dict[str, Any]]:
+def _calls(stale: str, next_page: str) -> list[dict[str, Any]]:
     read = "read_record_field"
 
     def window(**arguments: Any) -> dict[str, Any]:
@@ -98,6 +132,14 @@ def _calls(stale: str) -> list[dict[str, Any]]:
         ("read_record_field offset", read, window(offset_chars=5, limit_chars=20)),
         ("read_record_field q", read, window(q="ledger", limit_chars=64)),
         ("read_record_field parts", read, {**_parts(), "limit_chars": 30}),
+        ("schema stream", "schema", {"stream": "message_bodies"}),
+        ("search order count", "search", {"q": "kumquat", "order": "asc", "count": "exact"}),
+        ("search filter", "search", _bodies_search(q="text", filter={"charset": "utf-8"})),
+        ("query_records", "query_records", QUERY),
+        ("query_records second page", "query_records", {**QUERY, "cursor": next_page}),
+        ("query_records asc fields", "query_records", _asc_fields()),
+        ("aggregate by day", "aggregate", _by_day()),
+        ("aggregate count", "aggregate", {"stream": "message_bodies"}),
     ]
     refusals = [
         ("read_record_field stale cursor", read, window(cursor=stale)),
@@ -115,12 +157,55 @@ def _calls(stale: str) -> list[dict[str, Any]]:
         ("fetch not an id", "fetch", {"id": "not an id"}),
         ("schema unknown argument", "schema", {"colour": "red"}),
         ("unknown tool", "delete_everything", {}),
+        ("schema ungranted stream", "schema", {"stream": "messages"}),
+        ("search bad order", "search", {"q": "kumquat", "order": "sideways"}),
+        ("search filter ungranted field", "search", _ungranted_search()),
+        ("query_records bad filter", "query_records", _records(filter={"charset": {"gte": "a"}})),
+        ("query_records filter ungranted field", "query_records", _threads(filter=_COUNTED)),
+        ("query_records fields ungranted", "query_records", _threads(fields=["labels"])),
+        ("query_records bad cursor", "query_records", {**QUERY, "cursor": "not-a-cursor"}),
+        ("query_records ungranted stream", "query_records", {"stream": "messages"}),
+        ("aggregate undeclared group_by", "aggregate", _records(group_by="charset")),
+        ("aggregate undeclared sum", "aggregate", _records(metric="sum", field="body_text_bytes")),
+        ("aggregate ungranted field", "aggregate", _threads(group_by_time="last_message_date")),
+        ("aggregate ungranted stream", "aggregate", {"stream": "messages"}),
     ]
     assert [name for name, _, _ in refusals] == list(REFUSALS)
     return [
         {"name": name, "tool": tool, "arguments": arguments}
         for name, tool, arguments in successes + refusals
     ]
+
+
+_COUNTED = {"message_count": {"gte": 1}}
+
+
+def _records(**arguments: Any) -> dict[str, Any]:
+    return {"stream": "message_bodies", **arguments}
+
+
+def _threads(**arguments: Any) -> dict[str, Any]:
+    return {"stream": "threads", **arguments}
+
+
+def _asc_fields() -> dict[str, Any]:
+    return _records(order="asc", fields=["id", "charset"], count="exact")
+
+
+def _by_day() -> dict[str, Any]:
+    """Count by a time bucket the bodies declare (`group_by_time`: message_received_at); they
+    declare no `group_by` field."""
+    return _records(group_by_time="message_received_at", granularity="day")
+
+
+def _bodies_search(**arguments: Any) -> dict[str, Any]:
+    """A search of the bodies alone: a filter applies to every stream searched, and the threads
+    grant none of the bodies' fields."""
+    return {"streams": ["message_bodies"], **arguments}
+
+
+def _ungranted_search() -> dict[str, Any]:
+    return {"q": "kumquat", "streams": ["threads"], "filter": _COUNTED}
 
 
 def _parts() -> dict[str, Any]:
@@ -186,12 +271,12 @@ async def _reference(
 
 
 @pytest.fixture
-def loaded(db_url: str) -> tuple[str, str]:
-    return db_url, _load(db_url)
+def loaded(db_url: str) -> tuple[str, str, str]:
+    return db_url, *_load(db_url)
 
 
 @pytest.fixture
-def http_server(loaded: tuple[str, str], tmp_path: Path) -> Iterator[Server]:
+def http_server(loaded: tuple[str, str, str], tmp_path: Path) -> Iterator[Server]:
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: GRANT}), encoding="utf-8")
     running = start(loaded[0], tokens, "--public-url", PUBLIC_URL)
@@ -237,12 +322,50 @@ def _check_chatgpt_shape(run: dict[str, Any], note_url: str) -> None:
     assert NOT_TEXT[:40] not in json.dumps(spare)  # the binary field: metadata only
 
 
+def _check_asking(run: dict[str, Any]) -> None:
+    """The asking tools' answers as a structured agent reads them: the two pages of
+    `query_records` hold both bodies once, counted exactly; the count by day is both bodies in one
+    bucket; `schema` with a stream describes that stream alone; `search` counts exactly."""
+
+    def structured(name: str) -> dict[str, Any]:
+        answer: dict[str, Any] = run["calls"][name]["structured_agent"]["structured"]
+        return answer
+
+    first, second = structured("query_records"), structured("query_records second page")
+    ids = [card["record_id"] for page in (first, second) for card in page["data"]]
+    assert sorted(ids) == ["note", "spare"]
+    assert first["has_more"]
+    assert first["next_cursor"]
+    assert not second["has_more"]
+    assert first["count"] == second["count"] == {"kind": "exact", "value": 2}
+    projected = structured("query_records asc fields")["data"]
+    assert [card["data"] for card in projected] == [
+        {"charset": "utf-8", "id": "note"},
+        {"charset": "utf-8", "id": "spare"},
+    ]
+    by_day = structured("aggregate by day")["groups"]
+    assert [(group["key"], group["value"]) for group in by_day] == [("2026-03-01", 2)]
+    assert structured("aggregate count")["value"] == 2
+    assert [stream["name"] for stream in structured("schema stream")["streams"]] == [
+        "message_bodies"
+    ]
+    assert structured("search order count")["count"] == {"kind": "exact", "value": 1}
+    assert [hit["record_key"] for hit in structured("search filter")["data"]] == ["spare"]
+
+
 def _check(report: dict[str, Any], reference: dict[str, Any], note_url: str) -> None:
     assert set(report) == set(CLIENTS)
     for client, run in report.items():
         assert "connect_error" not in run, (client, run)
         tools = {tool["name"]: tool["output_schema"] for tool in run["tools"]}
-        assert {"search", "fetch", "read_record_field", "schema"} <= set(tools)
+        assert set(tools) == {
+            "search",
+            "fetch",
+            "read_record_field",
+            "schema",
+            "query_records",
+            "aggregate",
+        }
         assert tools["read_record_field"], "the structured agent's outputSchema"
         for name, expected in reference.items():
             seen = run["calls"][name]
@@ -258,25 +381,26 @@ def _check(report: dict[str, Any], reference: dict[str, Any], note_url: str) -> 
                 assert seen["structured_agent"]["structured"] is not None
                 assert seen["content_agent"]["header"] is not None
         _check_chatgpt_shape(run, note_url)
+        _check_asking(run)
     stale = report["sdk1"]["calls"]["read_record_field stale cursor"]["structured_agent"]["error"]
     assert stale["size_chars"] == len(NOTE_EDITED)  # the agent learns the field's new size
     window = report["sdk1"]["calls"]["read_record_field offset"]["structured_agent"]["structured"]
     assert window["window"]["text"] == NOTE_EDITED[5:25]
 
 
-async def test_ts_clients_over_stdio(loaded: tuple[str, str], tmp_path: Path) -> None:
-    url, stale = loaded
-    calls = _calls(stale)
+async def test_ts_clients_over_stdio(loaded: tuple[str, str, str], tmp_path: Path) -> None:
+    url, stale, next_page = loaded
+    calls = _calls(stale, next_page)
     reference = await _reference(url, calls)
     note_uri = RecordRef(MAILBOX, "message_bodies", "note").uri  # no public URL over stdio
     _check(_drive(_stdio(url, tmp_path), calls, tmp_path), reference, note_uri)
 
 
 async def test_ts_clients_over_streamable_http(
-    loaded: tuple[str, str], http_server: Server, tmp_path: Path
+    loaded: tuple[str, str, str], http_server: Server, tmp_path: Path
 ) -> None:
-    url, stale = loaded
-    calls = _calls(stale)
+    url, stale, next_page = loaded
+    calls = _calls(stale, next_page)
     reference = await _reference(url, calls, PUBLIC_URL)
     note_url = f"{PUBLIC_URL}/v1/streams/message_bodies/records/note?connection_id={MAILBOX}"
     connect = {
