@@ -21,7 +21,7 @@ from test_ts_clients import GRANT, NOTE_EDITED, NOTE_ID, SPARE_ID, TOKEN, _load,
 
 @pytest.fixture
 def loaded(sqlite_db_url: str) -> tuple[str, str]:
-    return sqlite_db_url, _load(sqlite_db_url)
+    return sqlite_db_url, _load(sqlite_db_url)[0]
 
 
 @pytest.fixture
