@@ -17,8 +17,8 @@ import pytest
 from _data import MAILBOX
 from _mcp import BACKENDS, big_email_text, call, json_lines, ladder_database, owner, stdio, texts
 from _mcp_asking import AGENTS, BIG, check_windows
+from _served import start
 from mcp import Client
-from test_serve import start
 
 from pdpp_store import AsyncStore, Grant
 from pdpp_store.mcp import create_server
