@@ -27,7 +27,7 @@ from ._core.identity import (
     parse_record_ref,
 )
 from ._core.selector import SELECTOR_ARGS, SelectorArg, SelectorArgs
-from ._core.tokens import load_tokens, tokens_from_dict
+from ._core.tokens import load_tokens, read_tokens_json, tokens_from_dict
 from ._ops.catalogue import CATALOGUE
 from ._store import AsyncStore, Store
 from .evidence import (
@@ -102,5 +102,6 @@ __all__ = [
     "load_tokens",
     "parse_field_window_uri",
     "parse_record_ref",
+    "read_tokens_json",
     "tokens_from_dict",
 ]

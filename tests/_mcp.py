@@ -14,12 +14,18 @@ from windows joined by their ranges, with the match it reached (`Walk`).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+import os
+import shutil
+import sys
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 from _data import MAILBOX, body, manifest
+from mcp import StdioServerParameters
 from mcp_types import TextResourceContents
 
 from pdpp_store import Grant, Store, fold
@@ -58,6 +64,46 @@ def load_ladder(url: str) -> None:
 
 def owner() -> Grant:
     return Grant.owner(MAILBOX, "message_bodies")
+
+
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+"""The params of a module's `ladder_url` fixture: both databases."""
+
+
+def ladder_database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, label: str
+) -> Iterator[str]:
+    """The body of a `ladder_url` fixture: a database holding the agents' mailbox
+    (`load_ladder`), a SQLite file in a temporary folder named `label`, or a pooled Postgres
+    database given back afterwards."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp(label) / 'store.db'}"
+        load_ladder(url)
+        yield url
+        return
+    pool = request.getfixturevalue("pg_pool")
+    server = request.getfixturevalue("pg_server")
+    name = pool.take()
+    try:
+        url = server.database_url(name)
+        load_ladder(url)
+        yield url
+    finally:
+        pool.give_back(name)
+
+
+def stdio(url: str, grant_file: Path) -> StdioServerParameters:
+    """`pdpp-store --db URL mcp --grant FILE` as a subprocess the SDK's client starts and ends."""
+    command = shutil.which("pdpp-store", path=os.path.dirname(sys.executable))
+    assert command is not None
+    return StdioServerParameters(
+        command=command,
+        args=["--db", url, "mcp", "--grant", str(grant_file)],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 # ---------------------------------------------------------------- reading results

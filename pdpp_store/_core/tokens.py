@@ -17,6 +17,9 @@ Rules:
    not JSON (not UTF-8, a number past Python's digit limit, nested too deeply) is `tokens` too.
 3. The result is a plain `dict[str, Grant]`; a token is a name for a grant, and the grant is
    applied again on every request (expiry and revocation are checked by each read).
+4. `read_tokens_json` is the one reader of the file itself (rule 2's `tokens` errors, and the
+   object's shape); `load_tokens` and the servers' re-read `pdpp_store.auth.TokensFile` (which
+   also takes hashed tokens and stored grants' ids) both start from it.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ from typing import Any
 from .errors import BadRequest, StoreError
 from .grants import Grant
 
-__all__ = ["MAX_TOKENS_FILE_BYTES", "MIN_TOKEN_CHARS", "load_tokens", "tokens_from_dict"]
+__all__ = [
+    "MAX_TOKENS_FILE_BYTES",
+    "MIN_TOKEN_CHARS",
+    "load_tokens",
+    "read_tokens_json",
+    "tokens_from_dict",
+]
 
 MIN_TOKEN_CHARS = 16
 MAX_TOKENS_FILE_BYTES = 16 * 1024 * 1024
@@ -42,14 +51,18 @@ def _invalid(message: str, param: str = "tokens") -> BadRequest:
     return BadRequest("invalid_tokens", message, param=param)
 
 
-def tokens_from_dict(data: object) -> dict[str, Grant]:
-    """Check a decoded tokens object (see the rules) and return token -> grant."""
+def _object(data: object) -> Mapping[Any, object]:
     if not isinstance(data, Mapping):
         raise _invalid("the tokens file must hold a JSON object mapping tokens to grants")
     if not data:
         raise _invalid("the tokens file holds no tokens")
+    return data
+
+
+def tokens_from_dict(data: object) -> dict[str, Grant]:
+    """Check a decoded tokens object (see the rules) and return token -> grant."""
     tokens: dict[str, Grant] = {}
-    for number, (token, raw_grant) in enumerate(data.items()):
+    for number, (token, raw_grant) in enumerate(_object(data).items()):
         where = f"tokens[{number}]"
         if not isinstance(token, str) or not _TOKEN68.fullmatch(token):
             raise _invalid(
@@ -80,8 +93,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def load_tokens(path: str | os.PathLike[str]) -> dict[str, Grant]:
-    """Read and check a tokens file (see the rules); `invalid_tokens` when it is not usable."""
+def read_tokens_json(path: str | os.PathLike[str]) -> Mapping[Any, object]:
+    """Read a tokens file and decode it: a non-empty JSON object, no key written twice, or
+    `invalid_tokens` with `param` `tokens` (rule 2). Its entries are left to the caller."""
     try:
         with open(path, "rb") as file:
             raw = file.read(MAX_TOKENS_FILE_BYTES + 1)
@@ -101,4 +115,9 @@ def load_tokens(path: str | os.PathLike[str]) -> dict[str, Grant]:
         raise _invalid("the tokens file is not valid JSON: a number is too long") from None
     except RecursionError:
         raise _invalid("the tokens file is not valid JSON: it is nested too deeply") from None
-    return tokens_from_dict(data)
+    return _object(data)
+
+
+def load_tokens(path: str | os.PathLike[str]) -> dict[str, Grant]:
+    """Read and check a tokens file (see the rules); `invalid_tokens` when it is not usable."""
+    return tokens_from_dict(read_tokens_json(path))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import os
 import re
@@ -31,14 +30,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pdpp_store import AsyncStore, BadRequest, Grant, StoreError, Unavailable
+from pdpp_store import AsyncStore, BadRequest, Grant, StoreError, Unavailable, read_tokens_json
 from pdpp_store.http import Access
 
 from ._common import StoredGrants, invalid_token, missing_token
 
-__all__ = ["MAX_TOKENS_FILE_BYTES", "TokensFile", "hash_token"]
+__all__ = ["TokensFile", "hash_token"]
 
-MAX_TOKENS_FILE_BYTES = 16 * 1024 * 1024
 MIN_TOKEN_CHARS = 16
 _TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 _HASHED = re.compile(r"sha256:([0-9a-f]{64})")
@@ -73,15 +71,6 @@ class _Entries:
         return found
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for number, (key, value) in enumerate(pairs):
-        if key in seen:
-            raise _invalid(f"a key is written twice in one object (at position {number})")
-        seen[key] = value
-    return seen
-
-
 def _target(value: object, number: int) -> Grant | str:
     where = f"tokens[{number}]"
     named = (
@@ -98,11 +87,7 @@ def _target(value: object, number: int) -> Grant | str:
         raise _invalid(f"entry {number}: {error.message}", param) from None
 
 
-def _entries(data: object) -> _Entries:
-    if not isinstance(data, Mapping):
-        raise _invalid("the tokens file must hold a JSON object mapping tokens to grants")
-    if not data:
-        raise _invalid("the tokens file holds no tokens")
+def _entries(data: Mapping[Any, object]) -> _Entries:
     plain: list[tuple[bytes, Grant | str]] = []
     hashed: list[tuple[bytes, Grant | str]] = []
     for number, (key, value) in enumerate(data.items()):
@@ -127,26 +112,7 @@ def _entries(data: object) -> _Entries:
 
 
 def _read(path: str) -> _Entries:
-    try:
-        with open(path, "rb") as file:
-            raw = file.read(MAX_TOKENS_FILE_BYTES + 1)
-    except OSError as error:
-        raise _invalid(f"the tokens file cannot be read: {error.strerror or error}") from None
-    except (TypeError, ValueError) as error:
-        raise _invalid(f"the tokens file cannot be read: {error}") from None
-    if len(raw) > MAX_TOKENS_FILE_BYTES:
-        raise _invalid(f"the tokens file is larger than {MAX_TOKENS_FILE_BYTES:,} bytes")
-    try:
-        data = json.loads(raw, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as error:
-        raise _invalid(f"the tokens file is not valid JSON: {error.msg}") from None
-    except UnicodeDecodeError:
-        raise _invalid("the tokens file is not valid JSON: it is not UTF-8") from None
-    except ValueError:
-        raise _invalid("the tokens file is not valid JSON: a number is too long") from None
-    except RecursionError:
-        raise _invalid("the tokens file is not valid JSON: it is nested too deeply") from None
-    return _entries(data)
+    return _entries(read_tokens_json(path))  # the file and its JSON: as `load_tokens` reads it
 
 
 _Signature = tuple[int, int, int, int] | None

@@ -19,13 +19,12 @@ removed.
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
+from _bites import breakable_monkeypatch, clear_statement_caches
 from sqlalchemy import Engine, Select, func, literal, literal_column, select, true
 from test_gate_bounded import (
     FIELD,
@@ -46,7 +45,6 @@ from test_gate_canaries import (
     probes,
 )
 
-import pdpp_store._sql
 from pdpp_store import Store, StoreError, StreamGrant
 from pdpp_store._ops.catalogue import Operation
 from pdpp_store._runtime import observing
@@ -59,21 +57,10 @@ from pdpp_store._sql.tables import field_chunks, fields
 LEAK = "unauthorized canary"
 
 
-def _clear_statement_caches() -> None:
-    for info in pkgutil.iter_modules(pdpp_store._sql.__path__, "pdpp_store._sql."):
-        for value in list(vars(importlib.import_module(info.name)).values()):
-            clear = getattr(value, "cache_clear", None)
-            if callable(clear):
-                clear()
-
-
 @pytest.fixture
 def breakable(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     """`monkeypatch`, with the statement caches cleared around the broken variant's life."""
-    _clear_statement_caches()
-    yield monkeypatch
-    monkeypatch.undo()
-    _clear_statement_caches()
+    yield from breakable_monkeypatch(monkeypatch)
 
 
 @pytest.fixture
@@ -100,7 +87,7 @@ def _bites(
     for name in names:
         check_probe(store, table[name], caplog)
     breaking()
-    _clear_statement_caches()
+    clear_statement_caches()
     for name in names:
         with pytest.raises(AssertionError, match=LEAK):
             check_probe(store, table[name], caplog)

@@ -22,19 +22,17 @@ grant does not name (`threads`). Proofs, on every backend and front:
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
-import pkgutil
 import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _bites import breakable_monkeypatch
 from _data import MAILBOX, OTHER_MAILBOX, grant, manifest
 from _fronts import StoreFront
 from audit import BoundaryAudit
 
-import pdpp_store._sql
 from pdpp_store import Forbidden, Grant, Store
 from pdpp_store._core.folding import fold
 from pdpp_store._core.grants import normalize_instant
@@ -229,23 +227,9 @@ def test_query_records_never_answers_from_what_the_grant_does_not_cover(
 # ---------------------------------------------------------------- the proofs bite
 
 
-def _clear_caches() -> None:
-    for info in pkgutil.iter_modules(pdpp_store._sql.__path__, "pdpp_store._sql."):
-        module = importlib.import_module(info.name)
-        for value in list(vars(module).values()):
-            clear = getattr(value, "cache_clear", None)
-            if callable(clear):
-                clear()
-
-
 @pytest.fixture
 def breakable(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    _clear_caches()
-    try:
-        yield monkeypatch
-    finally:
-        monkeypatch.undo()
-        _clear_caches()
+    yield from breakable_monkeypatch(monkeypatch)
 
 
 @pytest.fixture(params=["sqlite_store", pytest.param("pg_store", marks=pytest.mark.postgres)])

@@ -28,17 +28,15 @@ whose every batch the same hit statement re-checks.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import pytest
+from _bites import breakable_monkeypatch, clear_statement_caches
 from _data import MAILBOX, OTHER_MAILBOX, grant, manifest
 from _fronts import StoreFront
 from audit import BoundaryAudit
 
-import pdpp_store._sql
 from pdpp_store import Grant, Store
 from pdpp_store._core.folding import fold
 from pdpp_store._ops import search as search_ops
@@ -209,23 +207,9 @@ def test_search_never_answers_from_what_the_grant_does_not_cover(
 # ---------------------------------------------------------------- the proofs bite
 
 
-def _clear_caches() -> None:
-    for info in pkgutil.iter_modules(pdpp_store._sql.__path__, "pdpp_store._sql."):
-        module = importlib.import_module(info.name)
-        for value in list(vars(module).values()):
-            clear = getattr(value, "cache_clear", None)
-            if callable(clear):
-                clear()
-
-
 @pytest.fixture
 def breakable(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    _clear_caches()
-    try:
-        yield monkeypatch
-    finally:
-        monkeypatch.undo()
-        _clear_caches()
+    yield from breakable_monkeypatch(monkeypatch)
 
 
 @pytest.fixture(params=["sqlite_store", pytest.param("pg_store", marks=pytest.mark.postgres)])
@@ -321,7 +305,7 @@ def test_paths_removed_from_the_page_evidence_fail_the_proofs(
     queries = ["quarterly numbers", *(f"quarterly {canary}" for canary in CANARIES.values())]
     answers = [_answer(loaded, q, limit=50) for q in queries]
     breakable.setattr(search_sql, "_page_fields", every_field)
-    _clear_caches()  # the statements built for `answers` hold the real `_page_fields`
+    clear_statement_caches()  # the statements built for `answers` hold the real `_page_fields`
     assert [_answer(loaded, q, limit=50) for q in queries] == answers
     with pytest.raises(AssertionError, match="leaked"):
         check_search_gate(loaded)

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 from _aggregates import AGG_MANIFEST, CONNECTOR, STREAM
+from _served import Server, start
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
-from test_serve import Server, start
 
 from pdpp_store import Grant, Store
 from pdpp_store.cli import cli

@@ -24,11 +24,11 @@ import pytest
 from _data import MAILBOX
 from _postgres import PostgresServer
 from _rest import OWNER, window_path
-from test_serve import Server, _refused, _seed, free_port, server, start, tokens_file
+from _served import Server, free_port, seed_served, serve_refused, server, start, tokens_file
 
 from pdpp_store.mcp._http import MAX_BODY_BYTES
 
-__all__ = ["server", "tokens_file"]  # fixtures of test_serve, used here too
+__all__ = ["server", "tokens_file"]  # fixtures of _served, used here too
 
 METADATA = "/.well-known/oauth-protected-resource"
 
@@ -72,7 +72,7 @@ def breakable(
                     with part.open("r+b") as handle:
                         handle.write(b"\xff" * min(part.stat().st_size, 1 << 16))
 
-        _seed(url)
+        seed_served(url)
         server = start(url, tokens_file)
         try:
             yield server, lose
@@ -84,7 +84,7 @@ def breakable(
     name = f"pdpp_door_{uuid.uuid4().hex}"
     url = pg_server.create_database(name, template=template)
     try:
-        _seed(url)
+        seed_served(url)
         server = start(url, tokens_file)
         try:
             yield server, lambda: pg_server.drop_database(name)
@@ -179,7 +179,7 @@ def test_a_public_url_is_what_the_server_names(db_url: str, tokens_file: Path) -
 def test_serve_refuses_a_bad_public_url(
     sqlite_db_url: str, tokens_file: Path, public_url: str
 ) -> None:
-    error, _ = _refused(
+    error, _ = serve_refused(
         sqlite_db_url, tokens_file, "--public-url", public_url, "--port", str(free_port())
     )
     assert (error["code"], error["param"]) == ("invalid_request", "public_url"), error
@@ -223,7 +223,7 @@ def test_serve_refuses_every_bad_tokens_path_with_the_envelope(
     sqlite_db_url: str, tmp_path: Path, make: Any
 ) -> None:
     tokens = make(tmp_path / "tokens.json")
-    error, _ = _refused(sqlite_db_url, tokens, "--port", str(free_port()))
+    error, _ = serve_refused(sqlite_db_url, tokens, "--port", str(free_port()))
     assert (error["code"], error["param"]) == ("invalid_tokens", "tokens"), error
 
 
@@ -233,7 +233,7 @@ def test_serve_refuses_an_unreadable_tokens_file_with_the_envelope(
 ) -> None:
     tokens_file.chmod(0)
     try:
-        error, _ = _refused(sqlite_db_url, tokens_file, "--port", str(free_port()))
+        error, _ = serve_refused(sqlite_db_url, tokens_file, "--port", str(free_port()))
     finally:
         tokens_file.chmod(stat.S_IRUSR | stat.S_IWUSR)
     assert (error["code"], error["param"]) == ("invalid_tokens", "tokens")

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from _rest import NARROW, OWNER
-from test_serve import Server, _seed, start, tokens_file
+from _served import Server, server, tokens_file
 
-__all__ = ["tokens_file"]  # a fixture of test_serve, used here too
+__all__ = ["server", "tokens_file"]  # fixtures of _served, used here too
 
 REQUESTS = 400
 SEED = 26
@@ -119,16 +116,6 @@ def _request(draw: random.Random, port: int) -> dict[str, Any]:
         if draw.random() < 0.1:
             content = content[: draw.randrange(len(content) + 1)]
     return {"method": draw.choice(_METHODS), "headers": headers, "content": content}
-
-
-@pytest.fixture
-def server(db_url: str, tokens_file: Path) -> Iterator[Server]:
-    _seed(db_url)
-    running = start(db_url, tokens_file)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def test_every_refusal_of_the_mcp_transport_is_the_envelope(server: Server) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 from _rest import DATA, OWNER, window_path
-from test_serve import Server, _refused, _seed, free_port, start, tokens_file
+from _served import Server, free_port, seed_served, serve_refused, start, tokens_file
 
 from pdpp_store import AsyncStore
 
-__all__ = ["tokens_file"]  # a fixture of test_serve, used here too
+__all__ = ["tokens_file"]  # a fixture of _served, used here too
 
 APP = "https://app.example"
 EVIL = "https://evil.example"
@@ -43,7 +43,7 @@ def _add_big_record(url: str) -> None:
 
 @pytest.fixture
 def door(db_url: str, tokens_file: Path) -> Iterator[Server]:
-    _seed(db_url)
+    seed_served(db_url)
     _add_big_record(db_url)
     running = start(db_url, tokens_file, "--allow-origin", APP)
     try:
@@ -118,7 +118,7 @@ def test_mcp_checks_origin_and_host_and_cors_is_for_named_origins(door: Server) 
 
 
 def test_no_cors_unless_configured(db_url: str, tokens_file: Path) -> None:
-    _seed(db_url)
+    seed_served(db_url)
     server = start(db_url, tokens_file)
     try:
         _refusal(_mcp(server, {"Origin": APP}), 403, "origin_not_allowed")
@@ -187,12 +187,12 @@ def test_large_json_is_compressed_and_blobs_and_ranges_never(door: Server) -> No
 def test_serve_refuses_a_bad_door_option_with_the_envelope(
     sqlite_db_url: str, tokens_file: Path, option: str, value: str, param: str
 ) -> None:
-    error, _ = _refused(sqlite_db_url, tokens_file, option, value, "--port", str(free_port()))
+    error, _ = serve_refused(sqlite_db_url, tokens_file, option, value, "--port", str(free_port()))
     assert (error["code"], error["param"]) == ("invalid_request", param), error
 
 
 def test_a_bound_set_on_serve_is_the_bound_applied(sqlite_db_url: str, tokens_file: Path) -> None:
-    _seed(sqlite_db_url)
+    seed_served(sqlite_db_url)
     server = start(
         sqlite_db_url,
         tokens_file,
@@ -226,7 +226,7 @@ def test_past_the_connection_cap_a_request_is_told_to_retry(
 ) -> None:
     import socket
 
-    _seed(sqlite_db_url)
+    seed_served(sqlite_db_url)
     server = start(sqlite_db_url, tokens_file, "--max-connections", "4")
     port = int(server.base_url.rsplit(":", 1)[1])
     held = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]

@@ -30,9 +30,9 @@ import httpx
 import pytest
 from _attacks import ATTACKERS
 from _rest import OWNER, window_path
-from test_serve import Server, _seed, start, tokens_file
+from _served import Server, seed_served, start, tokens_file
 
-__all__ = ["tokens_file"]  # a fixture of test_serve, used here too
+__all__ = ["tokens_file"]  # a fixture of _served, used here too
 
 HEAD_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 2.0
@@ -46,7 +46,7 @@ about 120 MB; a 100 MB header parsed whole took it to 318 MB)."""
 
 @pytest.fixture
 def door(db_url: str, tokens_file: Path) -> Iterator[Server]:
-    _seed(db_url)
+    seed_served(db_url)
     running = start(
         db_url,
         tokens_file,

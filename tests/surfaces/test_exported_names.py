@@ -54,6 +54,7 @@ PUBLIC = [
     "load_tokens",
     "parse_field_window_uri",
     "parse_record_ref",
+    "read_tokens_json",
     "tokens_from_dict",
 ]
 

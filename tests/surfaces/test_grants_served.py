@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from _rest import TEXT, seed, window_path
-from test_serve import Server, _mcp_read, start
+from _served import Server, mcp_read, start
 
 from pdpp_store import AsyncStore, Store
 from pdpp_store.auth import hash_token
@@ -78,7 +78,7 @@ def test_a_revoked_stored_grant_is_refused_by_rest_and_mcp_on_the_next_request(
         answer = _window(server, token)
         assert answer.status_code == 200, answer.text
         assert answer.json()["window"]["text"] == TEXT[:30]
-    assert not asyncio.run(_mcp_read(server.base_url, BY_ID)).is_error
+    assert not asyncio.run(mcp_read(server.base_url, BY_ID)).is_error
 
     with Store.open(db_url) as owner:
         owner.revoke_grant("g-served")
@@ -87,7 +87,7 @@ def test_a_revoked_stored_grant_is_refused_by_rest_and_mcp_on_the_next_request(
     assert refused.status_code == 403, refused.text
     assert refused.json()["error"]["code"] == "grant_revoked"
     assert _window(server, HASHED).json()["error"]["code"] == "grant_revoked"
-    result = asyncio.run(_mcp_read(server.base_url, BY_ID))
+    result = asyncio.run(mcp_read(server.base_url, BY_ID))
     assert result.is_error
     assert "grant_revoked" in result.content[0].text
     assert server.stop() is not None

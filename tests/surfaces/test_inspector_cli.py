@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from _node import inspector
-from test_serve import Server, start
+from _served import Server, start
 from test_ts_clients import GRANT, NOTE_EDITED, NOTE_ID, SPARE_ID, TOKEN, _load, _stdio
 
 

@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import httpx2
 from _rest import CANARY, NARROW, OWNER, TEXT, TOKEN_GRANTS, seed, window_path
+from _served import CLI, STARTUP_SECONDS, free_port
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from test_serve import CLI, STARTUP_SECONDS, free_port
 
 from pdpp_store import AsyncStore
 

@@ -17,9 +17,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import shutil
-import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +27,7 @@ import pytest
 from _data import MAILBOX, body
 from _mcp import (
     AGENTS,
+    BACKENDS,
     BIG_ID,
     PHRASE,
     PHRASE_AT,
@@ -38,42 +36,24 @@ from _mcp import (
     full,
     header_and_body,
     json_lines,
-    load_ladder,
+    ladder_database,
     owner,
+    stdio,
     structured_only,
     texts,
 )
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
 
 from pdpp_store import AsyncStore, FieldWindowRef, RecordRef, Store
 from pdpp_store.mcp import create_server
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    ],
-)
+@pytest.fixture(scope="module", params=BACKENDS)
 def ladder_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """A database holding the agents' mailbox, loaded once per module and backend."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('ladder') / 'store.db'}"
-        load_ladder(url)
-        yield url
-        return
-    pool = request.getfixturevalue("pg_pool")
-    server = request.getfixturevalue("pg_server")
-    name = pool.take()
-    try:
-        url = server.database_url(name)
-        load_ladder(url)
-        yield url
-    finally:
-        pool.give_back(name)
+    yield from ladder_database(request, tmp_path_factory, "ladder")
 
 
 @pytest.fixture(scope="module")
@@ -102,16 +82,6 @@ async def test_agent_in_process(ladder_url: str, expected: str, agent: str, mode
         await store.close()
 
 
-def _stdio(url: str, grant_file: Path) -> StdioServerParameters:
-    command = shutil.which("pdpp-store", path=os.path.dirname(sys.executable))
-    assert command is not None
-    return StdioServerParameters(
-        command=command,
-        args=["--db", url, "mcp", "--grant", str(grant_file)],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-
-
 @pytest.mark.parametrize("mode", MODES)
 async def test_agents_over_stdio(ladder_url: str, expected: str, tmp_path: Path, mode: str) -> None:
     """One `pdpp-store mcp` subprocess (the SDK's client starts it and ends it by its handle),
@@ -121,7 +91,7 @@ async def test_agents_over_stdio(ladder_url: str, expected: str, tmp_path: Path,
         json.dumps({"grant_id": "g-stdio", "streams": [{"name": "message_bodies"}]})
     )
     failures = {}
-    async with Client(_stdio(ladder_url, grant_file), mode=mode) as client:
+    async with Client(stdio(ladder_url, grant_file), mode=mode) as client:
         for name, agent in AGENTS.items():
             try:
                 _check(await agent(client, PHRASE), expected)
@@ -359,7 +329,7 @@ async def test_agents_reach_every_refusal_over_stdio(
     grant_file.write_text(
         json.dumps({"grant_id": "g-stdio", "streams": [{"name": "message_bodies"}]})
     )
-    async with Client(_stdio(ladder_url, grant_file), mode=mode) as client:
+    async with Client(stdio(ladder_url, grant_file), mode=mode) as client:
         for name, agent in REFUSALS.items():
             record_id, edit = _refusal_record(ladder_url)
             try:

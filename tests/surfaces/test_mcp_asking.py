@@ -8,9 +8,6 @@ the server's instructions say how to ask, and bad input is a typed error naming 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +15,10 @@ from typing import Any
 import httpx2
 import pytest
 from _data import MAILBOX
-from _mcp import big_email_text, call, json_lines, load_ladder, owner, texts
+from _mcp import BACKENDS, big_email_text, call, json_lines, ladder_database, owner, stdio, texts
 from _mcp_asking import AGENTS, BIG, check_windows
-from mcp import Client, StdioServerParameters
-from test_serve import start
+from _served import start
+from mcp import Client
 
 from pdpp_store import AsyncStore, Grant
 from pdpp_store.mcp import create_server
@@ -31,30 +28,11 @@ TOOLS_BUDGET = 12_288
 """docs/contract.md §10: `tools/list` within 12 KiB for all tools together."""
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    ],
-)
+@pytest.fixture(scope="module", params=BACKENDS)
 def ladder_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('asking') / 'store.db'}"
-        load_ladder(url)
-        yield url
-        return
-    pool = request.getfixturevalue("pg_pool")
-    server = request.getfixturevalue("pg_server")
-    name = pool.take()
-    try:
-        url = server.database_url(name)
-        load_ladder(url)
-        yield url
-    finally:
-        pool.give_back(name)
+    yield from ladder_database(request, tmp_path_factory, "asking")
 
 
 @pytest.fixture(scope="module")
@@ -84,14 +62,7 @@ async def test_agents_from_a_question_over_stdio(
     grant_file.write_text(
         json.dumps({"grant_id": "g-ask", "streams": [{"name": "message_bodies"}]})
     )
-    command = shutil.which("pdpp-store", path=os.path.dirname(sys.executable))
-    assert command is not None
-    params = StdioServerParameters(
-        command=command,
-        args=["--db", ladder_url, "mcp", "--grant", str(grant_file)],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    async with Client(params) as client:
+    async with Client(stdio(ladder_url, grant_file)) as client:
         for agent in AGENTS.values():
             check_windows(await agent(client), field)
 

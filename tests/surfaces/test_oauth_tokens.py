@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 from _rest import TEXT, seed, window_path
-from test_serve import CLI, _mcp_read, free_port
+from _served import CLI, free_port, mcp_read
 
 from pdpp_store import AsyncStore, Store
 
@@ -202,7 +202,7 @@ def test_an_active_token_reads_by_its_grant_id_and_bad_tokens_are_401(
     mcp_metadata = httpx.get(f"{site.base_url}/.well-known/oauth-protected-resource/mcp").json()
     assert mcp_metadata["authorization_servers"] == [site.issuer]
 
-    result = asyncio.run(_mcp_read(site.base_url, good))
+    result = asyncio.run(mcp_read(site.base_url, good))
     assert not result.is_error
     assert result.structured_content["window"]["text"] == TEXT[:40]
 

@@ -14,13 +14,15 @@ from typing import Any
 import httpx
 import pytest
 from _node import run_json
-from test_serve import Server, _seed, start, tokens_file  # noqa: F401 (a fixture)
+from _served import Server, seed_served, start, tokens_file
+
+__all__ = ["tokens_file"]  # a fixture of _served, used here too
 
 
 @pytest.fixture
-def server(sqlite_db_url: str, tokens_file: Path) -> Iterator[Server]:  # noqa: F811
+def server(sqlite_db_url: str, tokens_file: Path) -> Iterator[Server]:
     """The document does not depend on the database: one backend serves it."""
-    _seed(sqlite_db_url)
+    seed_served(sqlite_db_url)
     running = start(sqlite_db_url, tokens_file)
     try:
         yield running

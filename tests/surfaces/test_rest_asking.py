@@ -8,29 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from _data import MAILBOX
 from _rest import CANARY, MAIL_ONLY, NARROW, OWNER, TOKEN_GRANTS
-from test_serve import Server, _seed, start, tokens_file  # noqa: F401 (a fixture)
+from _served import Server, server, tokens_file
 
 from pdpp_store import AsyncStore, Grant
 
+__all__ = ["server", "tokens_file"]  # fixtures of _served, used here too
+
 BODIES = "/v1/streams/message_bodies"
-
-
-@pytest.fixture
-def server(db_url: str, tokens_file: Path) -> Iterator[Server]:  # noqa: F811
-    _seed(db_url)
-    running = start(db_url, tokens_file)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def _get(

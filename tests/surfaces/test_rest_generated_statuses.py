@@ -22,9 +22,9 @@ import pytest
 from _data import MAILBOX, body, manifest
 from _postgres import PostgresServer
 from _rest import DATA, EXPIRED, OWNER, TOKEN_GRANTS
+from _served import Server, seed_served, start
 from sqlalchemy import create_engine, text
 from test_rest_openapi_client import PACKAGE, _document, _generated
-from test_serve import Server, _seed, start
 
 from pdpp_store import Store
 from pdpp_store._runtime import sync_url
@@ -54,7 +54,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Ser
 
 @contextlib.contextmanager
 def _serving(url: str, where: Path) -> Iterator[Server]:
-    _seed(url)
+    seed_served(url)
     with Store.open(url) as store:
         store.add_connection("cin_second", manifest("gmail")["connector_id"])
         store.upsert_records("cin_second", "message_bodies", [body("b1", "second")])

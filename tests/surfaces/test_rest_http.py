@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 from _data import MAILBOX, body
 from _rest import DATA, NARROW, OWNER, TEXT, window_path
-from test_serve import Server, _seed, start, tokens_file  # noqa: F401 (a fixture)
+from _served import Server, server, tokens_file
 
 from pdpp_store import Store
+
+__all__ = ["server", "tokens_file"]  # fixtures of _served, used here too
 
 RECORD = "/v1/streams/message_bodies/records/b1"
 WINDOW: dict[str, str | int] = {"field": "body_text", "limit_chars": 50}
@@ -23,16 +24,6 @@ WINDOW: dict[str, str | int] = {"field": "body_text", "limit_chars": 50}
 # Headers that describe the answer and must be the same for HEAD as for GET (`date` and the
 # request id differ by request).
 _SAME = ("content-type", "content-length", "etag", "cache-control", "content-range", "allow")
-
-
-@pytest.fixture
-def server(db_url: str, tokens_file: Path) -> Iterator[Server]:  # noqa: F811
-    _seed(db_url)
-    running = start(db_url, tokens_file)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture

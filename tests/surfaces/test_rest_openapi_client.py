@@ -12,27 +12,17 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from _rest import OWNER, TEXT
-from test_serve import Server, _seed, start, tokens_file  # noqa: F401 (a fixture)
+from _served import Server, server, tokens_file
+
+__all__ = ["server", "tokens_file"]  # fixtures of _served, used here too
 
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")
 PACKAGE = "pdpp_generated_client"
-
-
-@pytest.fixture
-def server(db_url: str, tokens_file: Path) -> Iterator[Server]:  # noqa: F811
-    _seed(db_url)
-    running = start(db_url, tokens_file)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def _document(server: Server) -> dict[str, Any]:

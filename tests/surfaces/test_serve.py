@@ -11,104 +11,35 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import httpx2
 import psycopg
 import pytest
 from _data import MAILBOX, attachment
-from _rest import NARROW, OWNER, TEXT, TOKEN_GRANTS, seed, window_path
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+from _rest import NARROW, OWNER, TEXT, window_path
+from _served import (
+    STARTUP_SECONDS,
+    Server,
+    free_port,
+    mcp_read,
+    seed_served,
+    serve_refused,
+    server,
+    start,
+    tokens_file,
+)
 from sqlalchemy.engine import make_url
 
 from pdpp_store import AsyncStore, Store, load_tokens
 from pdpp_store.serve import _Worker
 
-CLI = Path(sys.executable).with_name("pdpp-store")
-STARTUP_SECONDS = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-class Server:
-    def __init__(self, process: subprocess.Popen[bytes], base_url: str) -> None:
-        self.process = process
-        self.base_url = base_url
-
-    def stop(self) -> str:
-        """End the server by its pid and return what it logged."""
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        assert self.process.stderr is not None
-        return self.process.stderr.read().decode(errors="replace")
-
-
-def start(url: str, tokens: Path, *options: str) -> Server:
-    port = free_port()
-    process = subprocess.Popen(
-        [str(CLI), "--db", url, "serve", "--tokens", str(tokens), "--port", str(port), *options],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    server = Server(process, f"http://127.0.0.1:{port}")
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited early: {server.stop()}")
-        try:
-            httpx.get(f"{server.base_url}/.well-known/oauth-protected-resource", timeout=1)
-            return server
-        except httpx.TransportError:
-            time.sleep(0.1)
-    log = server.stop()
-    raise AssertionError(f"serve did not start in {STARTUP_SECONDS}s: {log}")
-
-
-@pytest.fixture
-def tokens_file(tmp_path: Path) -> Path:
-    path = tmp_path / "tokens.json"
-    path.write_text(json.dumps(TOKEN_GRANTS), encoding="utf-8")
-    return path
-
-
-def _seed(db_url: str) -> None:
-    async def seeded() -> None:
-        store = await AsyncStore.open(db_url)
-        try:
-            await seed(store)
-        finally:
-            await store.close()
-
-    asyncio.run(seeded())
-
-
-@pytest.fixture
-def server(db_url: str, tokens_file: Path) -> Iterator[Server]:
-    _seed(db_url)
-    running = start(db_url, tokens_file)
-    try:
-        yield running
-    finally:
-        running.stop()
+__all__ = ["server", "tokens_file"]  # fixtures of _served, used here too
 
 
 def test_serve_answers_rest_over_a_real_socket(server: Server) -> None:
@@ -131,20 +62,8 @@ def test_serve_answers_rest_over_a_real_socket(server: Server) -> None:
     assert "Uvicorn running on http://127.0.0.1:" in log
 
 
-async def _mcp_read(base_url: str, token: str | None) -> Any:
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    async with (
-        httpx2.AsyncClient(headers=headers) as http,
-        Client(streamable_http_client(f"{base_url}/mcp", http_client=http)) as client,
-    ):
-        return await client.call_tool(
-            "read_record_field",
-            {"id": f"{MAILBOX}/message_bodies:b1", "field_path": "body_text", "limit_chars": 40},
-        )
-
-
 def test_serve_answers_mcp_at_slash_mcp_with_the_same_tokens(server: Server) -> None:
-    result = asyncio.run(_mcp_read(server.base_url, OWNER))
+    result = asyncio.run(mcp_read(server.base_url, OWNER))
     assert not result.is_error
     assert result.structured_content["window"]["text"] == TEXT[:40]
     header, _, text = result.content[0].text.partition("\n")
@@ -153,7 +72,7 @@ def test_serve_answers_mcp_at_slash_mcp_with_the_same_tokens(server: Server) -> 
     refused = httpx.post(f"{server.base_url}/mcp", json={})
     assert refused.status_code == 401
     assert refused.headers["WWW-Authenticate"].startswith("Bearer")
-    narrow = asyncio.run(_mcp_read(server.base_url, NARROW))
+    narrow = asyncio.run(mcp_read(server.base_url, NARROW))
     assert not narrow.is_error  # body_text is granted to the narrow token
     log = server.stop()
     assert server.process.returncode == 0, log
@@ -231,32 +150,10 @@ def test_a_download_whose_record_is_deleted_is_aborted_not_cut(server: Server, d
     assert "the grant no longer reaches it (blob_not_found)" in log
 
 
-def _refused(
-    url: str, tokens: Path, *options: str, env: dict[str, str] | None = None, alone: bool = True
-) -> tuple[dict[str, Any], str]:
-    """Run `serve` to its end, which must be a refusal: status 1 and the CLI's error envelope
-    as the last line of stderr (its only line, when `alone`: refused before anything started).
-    Returns the envelope's error and all of stderr."""
-    done = subprocess.run(
-        [str(CLI), "--db", url, "serve", "--tokens", str(tokens), *options],
-        capture_output=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
-    log = done.stderr.decode(errors="replace")
-    assert done.returncode == 1, log
-    assert done.stdout == b""
-    lines = log.strip().splitlines()
-    assert not alone or len(lines) == 1, log
-    error: dict[str, Any] = json.loads(lines[-1])["error"]
-    return error, log
-
-
 def test_serve_refuses_a_bad_tokens_file_before_starting(db_url: str, tmp_path: Path) -> None:
     bad = tmp_path / "tokens.json"
     bad.write_text('{"short": {}}', encoding="utf-8")
-    error, log = _refused(db_url, bad, "--port", str(free_port()))
+    error, log = serve_refused(db_url, bad, "--port", str(free_port()))
     assert (error["code"], error["param"]) == ("invalid_tokens", "tokens[0]")
     assert "short" not in log
 
@@ -319,7 +216,7 @@ def test_serve_with_workers_answers_from_each_process_and_ends_them(
 ) -> None:
     """`--workers 2`: two processes share the port, each with its own store; both answer REST
     and MCP with the same tokens; ending the parent by its pid ends every process it started."""
-    _seed(db_url)
+    seed_served(db_url)
     server = start(db_url, tokens_file, "--workers", "2")
     try:
         workers = _workers(server.process.pid)
@@ -341,7 +238,7 @@ def test_serve_with_workers_answers_from_each_process_and_ends_them(
                 worker = _accepted_by(workers, port, client_port)
                 served[worker] = served.get(worker, 0) + 1
         assert set(served) == set(workers), served
-        result = asyncio.run(_mcp_read(server.base_url, OWNER))
+        result = asyncio.run(mcp_read(server.base_url, OWNER))
         assert result.structured_content["window"]["text"] == TEXT[:40]
         children = _children(server.process.pid)
     finally:
@@ -360,7 +257,7 @@ def test_serve_with_workers_refuses_an_unopenable_store_as_one_process_does(
     missing = f"sqlite:///{tmp_path / 'no-such-dir' / 'store.db'}"
     errors = []
     for workers in ("1", "2"):
-        error, log = _refused(
+        error, log = serve_refused(
             missing, tokens_file, "--workers", workers, "--port", str(free_port())
         )
         assert "Started parent process" not in log
@@ -416,7 +313,7 @@ def test_a_worker_opens_its_store_at_startup_and_closes_it_at_shutdown(
 ) -> None:
     """What each `--workers` process serves: its store opened at startup, on the serving loop,
     answering under the grants it was sent, and closed at shutdown."""
-    _seed(db_url)
+    seed_served(db_url)
     app = _Worker(db_url, load_tokens(tokens_file))()
 
     async def scenario() -> None:
@@ -548,13 +445,13 @@ import pdpp_store
 _open = pdpp_store.AsyncStore.open
 
 
-async def _refused(url, *args, **kwargs):
+async def serve_refused(url, *args, **kwargs):
     if multiprocessing.parent_process() is not None:  # a spawned worker, not the parent
         raise pdpp_store.Unavailable("storage_unavailable", "injected: no store for workers")
     return await _open(url, *args, **kwargs)
 
 
-pdpp_store.AsyncStore.open = _refused
+pdpp_store.AsyncStore.open = serve_refused
 """
 
 
@@ -568,7 +465,7 @@ def test_serve_with_workers_that_cannot_start_fails_with_one_envelope(
     site.mkdir()
     (site / "sitecustomize.py").write_text(_WORKERS_CANNOT_OPEN, encoding="utf-8")
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
-    error, log = _refused(
+    error, log = serve_refused(
         db_url,
         tokens_file,
         *("--workers", "2", "--port", str(free_port())),
@@ -591,7 +488,7 @@ def test_serve_refuses_an_address_it_cannot_listen_on(
         holder.listen()
         busy_port = str(holder.getsockname()[1])
         for host, port, param in (("127.0.0.1", busy_port, "port"), ("192.0.2.1", "0", "host")):
-            error, log = _refused(
+            error, log = serve_refused(
                 sqlite_db_url, tokens_file, "--workers", workers, "--host", host, "--port", port
             )
             assert "Started" not in log

@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 from _data import MAILBOX, body, manifest
 from _node import run_json
+from _served import Server, start
 from mcp import Client
-from test_serve import Server, start
 
 from pdpp_store import AsyncStore, Grant, RecordRef, Store
 from pdpp_store.mcp import create_server
