@@ -41,7 +41,7 @@ __all__ = [
     "statement_violations",
 ]
 
-REFERENCE_TABLES = frozenset({"manifests", "streams", "connections", "cursor_keys"})
+REFERENCE_TABLES = frozenset({"manifests", "streams", "connections", "cursor_keys", "grants"})
 BLOB_TABLES = frozenset({"blobs", "blob_chunks"})
 NOT_DISTRIBUTED = frozenset({"alembic_version"})
 SQLITE_ONLY_RECORD_TABLES = frozenset({"search_fields"})

@@ -70,9 +70,12 @@ INSTRUCTIONS = (
     "Personal data under a grant. From a question to evidence: schema lists each stream's "
     "fields, filters, order field and record count. query_records lists a stream's records "
     'newest first, narrowed by a filter, e.g. {"from_email": "a@b.c", "received_at": '
-    '{"gte": "2026-03-01", "lt": "2026-04-01"}}; search finds records by their words. Each '
-    "row or hit carries its fetch call: fetch opens the record, read_record_field reads a long "
-    "field in windows. Follow each answer's 'next' call for more."
+    '{"gte": "2026-03-01", "lt": "2026-04-01"}}; aggregate counts or sums them by a field or '
+    "by month; search finds records by their words, best first. Each row or hit carries its "
+    "fetch call: fetch opens the record, read_record_field reads a long field in windows. "
+    "Follow each answer's 'next' call for more. search's structured results also list "
+    "{id, title, url} and fetch(id) answers {id, title, text, url, metadata}, its text bounded "
+    "(long fields continue with read_record_field)."
 )
 """The server's `instructions`: the way from a question to evidence, within 512 characters."""
 
@@ -256,14 +259,6 @@ def _grant_of(source: GrantSource, ctx: ServerRequestContext[Any, Any]) -> Grant
 
 def _base_url_of(source: PublicUrlSource, ctx: ServerRequestContext[Any, Any]) -> str | None:
     return source(ctx.request) if callable(source) else source
-
-
-INSTRUCTIONS = (
-    "Personal data under a grant. Start with search (or schema), read the evidence with "
-    "read_record_field, and follow each answer's 'next' call. search's structured results "
-    "also list {id, title, url} and fetch(id) answers {id, title, text, url, metadata}, "
-    "its text bounded (long fields continue with read_record_field)."
-)
 
 
 def create_server(

@@ -40,7 +40,7 @@ from pdpp_store.http import (
     resolver,
 )
 
-from . import _asking  # noqa: F401 - registers the asking routes on the `/v1` router
+from ._asking import DISCOVERY_PARAMS  # noqa: F401 (importing it registers the asking routes on `/v1`)
 from ._deps import GrantOf
 from ._errors import install_error_handlers
 from ._params import Params

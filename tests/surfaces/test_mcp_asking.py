@@ -117,7 +117,8 @@ async def test_tools_and_instructions_say_how_to_ask(ladder_url: str) -> None:
     from pdpp_store.mcp._server import INSTRUCTIONS
 
     head = INSTRUCTIONS[:512]
-    for word in ("schema", "query_records", "search", "fetch", "read_record_field", "filter"):
+    asked = ("schema", "query_records", "aggregate", "search", "fetch", "read_record_field")
+    for word in (*asked, "filter"):
         assert word in head, word
     assert instructions == INSTRUCTIONS
 
