@@ -117,8 +117,8 @@ async def test_tools_and_instructions_say_how_to_ask(ladder_url: str) -> None:
     from pdpp_store.mcp._server import INSTRUCTIONS
 
     head = INSTRUCTIONS[:512]
-    asked = ("schema", "query_records", "aggregate", "search", "fetch", "read_record_field")
-    for word in (*asked, "filter"):
+    words = ("schema", "query_records", "aggregate", "search", "fetch", "read_record_field")
+    for word in (*words, "filter"):
         assert word in head, word
     assert instructions == INSTRUCTIONS
 
