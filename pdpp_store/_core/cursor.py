@@ -356,25 +356,12 @@ None, connection id, stream, record id)."""
 def mint_position(codec: CursorCodec, binding: bytes, position: Position) -> str:
     """A search page cursor for an ordered search: the position after the hit at `position`
     (a JSON array of five items under the same MAC as `mint_page`)."""
-    _check_binding(binding)
-    header = bytes((PAGE_VERSION, codec.active.key_id))
-    body = json.dumps(list(position), ensure_ascii=False, separators=(",", ":")).encode(
-        "utf-8", "surrogatepass"
-    )
-    return _b64encode(header + body + _mac(codec.active, header, binding, body))
+    return _mint_json(codec, PAGE_VERSION, binding, list(position))
 
 
 def open_position(codec: CursorCodec, token: object, binding: bytes) -> Position:
     """The position a `mint_position` cursor names, or `invalid_cursor`."""
-    _check_binding(binding)
-    data = _decode_long(token, PAGE_VERSION)
-    header, body, mac = data[:2], data[2:-_MAC_BYTES], data[-_MAC_BYTES:]
-    if not _signed(codec.keys(data[1]), header, binding, body, mac):
-        raise _page_invalid("is not valid for this grant and query")
-    try:
-        value = json.loads(body.decode("utf-8"))
-    except ValueError:
-        raise _page_invalid("is malformed") from None
+    value = _open_json(codec, token, PAGE_VERSION, binding, "grant and query")
     if not (
         isinstance(value, list)
         and len(value) == 5
@@ -389,26 +376,13 @@ def open_position(codec: CursorCodec, token: object, binding: bytes) -> Position
 
 def mint_page(codec: CursorCodec, binding: bytes, key: tuple[str, str, str]) -> str:
     """A search page cursor: the position after the hit `key`, under `binding`."""
-    _check_binding(binding)
-    header = bytes((PAGE_VERSION, codec.active.key_id))
-    body = json.dumps(list(key), ensure_ascii=False, separators=(",", ":")).encode(
-        "utf-8", "surrogatepass"
-    )
-    return _b64encode(header + body + _mac(codec.active, header, binding, body))
+    return _mint_json(codec, PAGE_VERSION, binding, list(key))
 
 
 def open_page(codec: CursorCodec, token: object, binding: bytes) -> tuple[str, str, str]:
     """The hit key a page cursor names, or `invalid_cursor` (also when used for another grant,
     query or filter: the binding is part of the MAC)."""
-    _check_binding(binding)
-    data = _decode_long(token, PAGE_VERSION)
-    header, body, mac = data[:2], data[2:-_MAC_BYTES], data[-_MAC_BYTES:]
-    if not _signed(codec.keys(data[1]), header, binding, body, mac):
-        raise _page_invalid("is not valid for this grant and query")
-    try:
-        value = json.loads(body.decode("utf-8"))
-    except ValueError:
-        raise _page_invalid("is malformed") from None
+    value = _open_json(codec, token, PAGE_VERSION, binding, "grant and query")
     if not (isinstance(value, list) and len(value) == 3 and all(isinstance(v, str) for v in value)):
         raise _page_invalid("is malformed")
     return value[0], value[1], value[2]
