@@ -38,8 +38,8 @@ from pdpp_store._sql import aggregates as aggregate_sql
 from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import AggregateGroup, AggregateResult, Continuation
 
+from .declared import declaring
 from .reads import ReadContext
-from .search import _catalogue
 
 __all__ = ["aggregate"]
 
@@ -71,7 +71,7 @@ def shown_instant(instant: str) -> str:
 def _specs(
     ctx: ReadContext, grant: Grant, stream: str, connection_id: str | None
 ) -> Op[tuple[StreamSpec, ...]]:
-    found = yield from _catalogue(ctx, grant, [stream], connection_id)
+    found = yield from declaring(ctx, grant, [stream], connection_id)
     specs: dict[str, StreamSpec] = {}
     for _, name, manifest in found:
         spec = manifest.spec(name)

@@ -37,6 +37,8 @@ from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import FieldPreview, RecordCard
 from pdpp_store.evidence.card import SLOT_ROLES
 
+from .declared import parsed_manifests
+
 __all__ = ["record_card", "remember_spec"]
 
 Preview = Callable[[RecordRef, read_sql.PreviewRow, int], FieldPreview]
@@ -44,14 +46,8 @@ Preview = Callable[[RecordRef, read_sql.PreviewRow, int], FieldPreview]
 
 def _parsed(ctx: Any, connector_id: str, stamp: Any) -> Op[Manifest | None]:
     """The connector's manifest as registered at `stamp`, parsed once per registration."""
-    parsed: tuple[Any, Manifest] | None = ctx.manifests.get(connector_id)
-    if parsed is None or parsed[0] != stamp:
-        for cid, registered, document in catalogue_sql.stored_manifests(
-            (yield catalogue_sql.manifest_documents([connector_id])) or []
-        ):
-            ctx.manifests[cid] = (registered, Manifest.from_json(document))
-        parsed = ctx.manifests.get(connector_id)
-    return None if parsed is None else parsed[1]
+    found = yield from parsed_manifests(ctx.manifests, {connector_id: stamp})
+    return found.get(connector_id)
 
 
 def remember_spec(ctx: Any, ref: RecordRef, row: Mapping[str, Any], until: float) -> Op[None]:

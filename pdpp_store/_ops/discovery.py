@@ -33,8 +33,8 @@ from pdpp_store._sql import discovery as discovery_sql
 from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import FieldSchema, GrantSchema, StreamOrder, StreamSchema
 
+from .declared import declaring
 from .reads import ReadContext
-from .search import _catalogue as catalogue_of
 
 __all__ = ["describe_grant"]
 
@@ -123,7 +123,7 @@ def describe_grant(ctx: ReadContext, grant: Grant, stream: object = None) -> Op[
         names = [grant.stream(stream).name]  # grant_stream_not_allowed
     else:
         names = sorted(s.name for s in grant.streams)
-    catalogue = (yield from catalogue_of(ctx, grant, names, None)) if names else []
+    catalogue = (yield from declaring(ctx, grant, names, None)) if names else []
     described: list[StreamSchema] = []
     for name in names:
         scope = grant.stream(name)

@@ -58,8 +58,8 @@ from pdpp_store.evidence import (
 )
 from pdpp_store.evidence.record import built_preview
 
+from .declared import declaring
 from .reads import ReadContext
-from .search import _catalogue
 
 __all__ = [
     "MAX_LIMIT",
@@ -308,7 +308,7 @@ def query_records(
         )
     chosen = _fields(fields, stream_grant, stream)
     # 3. the catalogue
-    catalogue = yield from _catalogue(ctx, grant, [stream], connection_id)
+    catalogue = yield from declaring(ctx, grant, [stream], connection_id)
     spec_of: dict[str, StreamSpec] = {}
     for conn, _, manifest in catalogue:
         found_spec = manifest.spec(stream)

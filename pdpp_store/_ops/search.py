@@ -45,7 +45,6 @@ from pdpp_store._core.query import (
 )
 from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._core.window import MAX_LIMIT_CHARS
-from pdpp_store._sql import catalogue as catalogue_sql
 from pdpp_store._sql import match as match_sql
 from pdpp_store._sql import ranking as ranking_sql
 from pdpp_store._sql import reads as read_sql
@@ -60,6 +59,7 @@ from pdpp_store.evidence import (
     SearchPage,
 )
 
+from .declared import declaring
 from .reads import ReadContext
 
 __all__ = ["READ_CONTEXT_CHARS", "search"]
@@ -105,35 +105,6 @@ def _stream_names(grant: Grant, streams: object) -> list[str]:
         if name not in names:
             names.append(name)
     return sorted(names)
-
-
-def _manifests(ctx: ReadContext, stamps: dict[str, Any]) -> Op[dict[str, Manifest]]:
-    """The parsed manifest of each connector, parsed again only when re-registered."""
-    stale = [cid for cid, stamp in stamps.items() if ctx.manifests.get(cid, (None,))[0] != stamp]
-    if stale:
-        for connector_id, stamp, document in catalogue_sql.stored_manifests(
-            (yield catalogue_sql.manifest_documents(sorted(stale))) or []
-        ):
-            ctx.manifests[connector_id] = (stamp, Manifest.from_json(document))
-    return {cid: ctx.manifests[cid][1] for cid in stamps if cid in ctx.manifests}
-
-
-def _catalogue(
-    ctx: ReadContext, grant: Grant, names: list[str], connection_id: str | None
-) -> Op[list[tuple[str, str, Manifest]]]:
-    """(connection_id, stream, manifest) for every covered connection declaring a stream."""
-    rows = (yield catalogue_sql.stream_connections(names, connection_id)) or []
-    covered = [
-        row
-        for row in catalogue_sql.declaring_connections(rows)
-        if grant.stream(row.stream).covers_connection(row.connection_id)
-    ]
-    found = yield from _manifests(ctx, {row.connector_id: row.registered_at for row in covered})
-    return [
-        (row.connection_id, row.stream, found[row.connector_id])
-        for row in covered
-        if row.connector_id in found
-    ]
 
 
 def _groups(
@@ -215,7 +186,7 @@ def search(
         raise NotFound(
             "connection_not_found", f"connection {conn!r} is not found", param="connection_id"
         )
-    catalogue = yield from _catalogue(ctx, grant, names, conn)
+    catalogue = yield from declaring(ctx, grant, names, conn)
     stream_grants, groups = _groups(grant, names, catalogue, filter)
     filters = sorted({group.filter.canonical for group in groups})
     binding = page_binding(grant, query, names, conn, f"order={ordering}", *filters)
