@@ -20,7 +20,10 @@ Rules:
    `blob_sql`, `catalogue_sql`); nothing here spells SQL.
 6. Every record a batch inserts or changes, and every delete, takes the next value of its
    connection's change sequence, in the order the batch writes (record ids in code-point
-   order), in the write's own transaction (`value_sql.take_change_seqs`).
+   order), in the write's own transaction (`value_sql.take_change_seqs`), and says in
+   `change_log` what it changed: the record's existence (insert, delete, a deleted record
+   written again) and each field path rewritten, added or removed, with the field's instant
+   before (`write_sql.insert_changes`, one statement per batch).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from pdpp_store._sql import index as index_sql
 from pdpp_store._sql import values as value_sql
 from pdpp_store._sql import writes as write_sql
 from pdpp_store._sql.requests import COMMIT, Op
+from pdpp_store._sql.tables import EXISTENCE
 from pdpp_store.evidence import BlobInfo, UpsertResult
 
 __all__ = [
@@ -226,12 +230,30 @@ class _BatchPlan:
     """Per record written, the paths whose comparable values are (re)written."""
     changes: list[dict[str, Any]] = field(default_factory=list)
     """The rows of `new_records` and `changed_records` in the order they take change values."""
+    changed_paths: list[list[tuple[str, bool, str | None]]] = field(default_factory=list)
+    """Per row of `changes`, what it changed (Rule 6): (path, live before, instant before)."""
 
     def number_changes(self, top: int) -> None:
         """Give the changes the connection's values `top - n + 1 .. top`, in order (Rule 6)."""
         first = top - len(self.changes) + 1
         for offset, row in enumerate(self.changes):
             row["change_seq"] = first + offset
+
+    def change_rows(self, connection_id: str, stream: str) -> list[tuple[Any, ...]]:
+        """`change_log` rows in `write_sql.CHANGE_COLUMNS` order, once numbered."""
+        return [
+            (
+                connection_id,
+                stream,
+                row["change_seq"],
+                path,
+                row.get("record_id", row.get("k_record_id")),
+                live_before,
+                time_before,
+            )
+            for row, paths in zip(self.changes, self.changed_paths, strict=True)
+            for path, live_before, time_before in paths
+        ]
 
 
 def _field_rows(
@@ -306,7 +328,7 @@ def _plan_batch(
     *,
     encoded: dict[str, EncodedRecord],
     existing: dict[str, write_sql.StoredRecord],
-    old_fields: dict[str, dict[str, tuple[str, str]]],
+    old_fields: dict[str, dict[str, write_sql.StoredField]],
     result: UpsertResult,
 ) -> _BatchPlan:
     plan = _BatchPlan()
@@ -329,6 +351,7 @@ def _plan_batch(
                 }
             )
             plan.changes.append(plan.new_records[-1])
+            plan.changed_paths.append([(EXISTENCE, False, None)])
             plan.new_fields.extend((record_id, f) for f in record.fields)
             plan.valued.append((record_id, [f.path for f in record.fields]))
             result.inserted += 1
@@ -352,10 +375,21 @@ def _plan_batch(
         stored = old_fields.get(record_id, {})
         kept = set()
         for item in record.fields:
-            if stored.get(item.path) == (item.kind.value, item.digest):
+            old = stored.get(item.path)
+            if old is not None and (old.kind, old.digest) == (item.kind.value, item.digest):
                 kept.add(item.path)
             else:
                 plan.new_fields.append((record_id, item))
+        live = not before.deleted
+        touched = sorted({f.path for f in record.fields} | set(stored))
+        plan.changed_paths.append(
+            ([] if live else [(EXISTENCE, False, None)])
+            + [
+                (path, live, stored[path].time_value if path in stored else None)
+                for path in touched
+                if path not in kept
+            ]
+        )
         # A deleted record has no values left (Rule 2): coming back, every field gets its own.
         valued = [f.path for f in record.fields if before.deleted or f.path not in kept]
         if valued:
@@ -443,7 +477,7 @@ def upsert_records(
         existing = write_sql.stored_records(
             (yield write_sql.existing_records(connection_id, stream, ids)) or []
         )
-        old_fields: dict[str, dict[str, tuple[str, str]]] = {}
+        old_fields: dict[str, dict[str, write_sql.StoredField]] = {}
         if existing:
             old_fields = write_sql.stored_fields(
                 (yield write_sql.existing_fields(connection_id, stream, list(existing))) or []
@@ -459,6 +493,7 @@ def upsert_records(
         if plan.changes:
             top = yield value_sql.take_change_seqs(connection_id, len(plan.changes))
             plan.number_changes(value_sql.change_seq_top(top or []))
+            yield write_sql.insert_changes(plan.change_rows(connection_id, stream))
         if plan.new_records:
             yield write_sql.insert_records(plan.new_records)
         if plan.changed_records:
@@ -525,6 +560,7 @@ def delete_record(connection_id: str, stream: str, record_id: str) -> Op[None]:
     yield write_sql.mark_deleted(
         connection_id, stream, record_id, version=version + 1, now=_now(), change_seq=top
     )
+    yield write_sql.insert_changes([(connection_id, stream, top, EXISTENCE, record_id, True, None)])
 
 
 # ---------------------------------------------------------------- blobs

@@ -33,10 +33,19 @@ Rules:
 9. Every change of a record (insert, update, delete) takes the next value of its connection's
    change sequence: `change_counters.last_change_seq` is raised in the write's transaction (the
    row lock orders concurrent writers on Postgres, `BEGIN IMMEDIATE` on SQLite) and the record
-   keeps it in `records.change_seq`, indexed `(connection_id, stream, change_seq)` for changes
-   pages. The counter is a record-data table keyed by `connection_id` (Rule 1), not a column of
-   the catalogue's `connections`: every write raises it, and a distributed database would
-   otherwise write a reference table, on every node, in every write.
+   keeps it in `records.change_seq`. The counter is a record-data table keyed by
+   `connection_id` (Rule 1), not a column of the catalogue's `connections`: every write raises
+   it, and a distributed database would otherwise write a reference table, on every node, in
+   every write.
+10. `change_log` says what each change changed, for changes pages that depend only on what a
+   grant can see (docs/decisions.md, "What a changes walk reports"): per change value, one row
+   with `path` '' when the record's existence changed (insert, delete, a deleted record written
+   again), and one row per field path an update rewrote, added or removed. `live_before` says
+   whether the record was live before the change, `time_before` the field's instant before it
+   (`fields.time_value` of the row it replaced; NULL for an existence row or a field that had
+   none), so a grant's time window can tell when the record entered or left it. Keyed by
+   `(connection_id, stream, change_seq, path)`, which is change order; indexed by record, path
+   and change value for the look-ups of one record's later changes.
 """
 
 from __future__ import annotations
@@ -62,10 +71,12 @@ from .dialects import key_text
 
 __all__ = [
     "BLOB_CHUNK_BYTES",
+    "EXISTENCE",
     "SEARCH_INDEX_OBJECTS",
     "blob_chunks",
     "blobs",
     "change_counters",
+    "change_log",
     "connections",
     "cursor_keys",
     "field_chunks",
@@ -172,7 +183,23 @@ records = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("change_seq", BigInteger, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("connection_id", "stream", "record_id"),
-    Index("ix_records_changes", "connection_id", "stream", "change_seq"),
+)
+
+EXISTENCE = ""
+"""`change_log.path` of a change of the record's existence (no field path is empty)."""
+
+change_log = Table(
+    "change_log",
+    metadata,
+    Column("connection_id", key_text(), nullable=False),
+    Column("stream", key_text(), nullable=False),
+    Column("change_seq", BigInteger, nullable=False),
+    Column("path", key_text(), nullable=False),
+    Column("record_id", key_text(), nullable=False),
+    Column("live_before", Boolean, nullable=False),
+    Column("time_before", key_text()),
+    PrimaryKeyConstraint("connection_id", "stream", "change_seq", "path"),
+    Index("ix_change_log_record", "connection_id", "stream", "record_id", "path", "change_seq"),
 )
 
 fields = Table(

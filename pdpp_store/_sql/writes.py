@@ -11,6 +11,9 @@ Rules:
    their change, so two concurrent upserts of one record cannot both start from one version.
 3. Field and chunk rows go in as positional tuples through the driver's own executemany
    (`requests.DriverSQL`, `insert_fields`, `insert_chunks`), the cost that dominates ingestion.
+4. What each change changed goes into `change_log` (`tables` Rule 10) in the same transaction,
+   one executemany per batch (`insert_changes`); the field rows it replaces are read with their
+   instant (`existing_fields`), so an update needs no statement more than before.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pdpp_store._core.manifest import Manifest
 from .dialects import Capabilities, insert_ignoring
 from .requests import DriverSQL, Execute, Rows
 from .tables import (
+    change_log,
     connections,
     cursor_keys,
     field_chunks,
@@ -41,9 +45,11 @@ from .tables import (
 )
 
 __all__ = [
+    "CHANGE_COLUMNS",
     "CHUNK_COLUMNS",
     "FIELD_COLUMNS",
     "RECORD_TABLES",
+    "StoredField",
     "StoredRecord",
     "analyze",
     "cursor_key_ages",
@@ -53,6 +59,7 @@ __all__ = [
     "delete_fields",
     "existing_fields",
     "existing_records",
+    "insert_changes",
     "insert_chunks",
     "insert_connection",
     "insert_cursor_key",
@@ -210,7 +217,9 @@ def stored_records(rows: Rows) -> dict[str, StoredRecord]:
 
 def existing_fields(connection_id: str, stream: str, record_ids: list[str]) -> Execute:
     return Execute(
-        select(fields.c.record_id, fields.c.path, fields.c.kind, fields.c.digest).where(
+        select(
+            fields.c.record_id, fields.c.path, fields.c.kind, fields.c.digest, fields.c.time_value
+        ).where(
             fields.c.connection_id == connection_id,
             fields.c.stream == stream,
             fields.c.record_id.in_(record_ids),
@@ -218,11 +227,21 @@ def existing_fields(connection_id: str, stream: str, record_ids: list[str]) -> E
     )
 
 
-def stored_fields(rows: Rows) -> dict[str, dict[str, tuple[str, str]]]:
-    """`existing_fields`' answer: per record id, per path, the stored (kind, digest)."""
-    found: dict[str, dict[str, tuple[str, str]]] = {}
+@dataclass(frozen=True, slots=True)
+class StoredField:
+    kind: str
+    digest: str
+    time_value: str | None
+
+
+def stored_fields(rows: Rows) -> dict[str, dict[str, StoredField]]:
+    """`existing_fields`' answer: per record id, per path, the stored kind, digest and
+    instant."""
+    found: dict[str, dict[str, StoredField]] = {}
     for row in rows:
-        found.setdefault(row["record_id"], {})[row["path"]] = (row["kind"], row["digest"])
+        found.setdefault(row["record_id"], {})[row["path"]] = StoredField(
+            row["kind"], row["digest"], row["time_value"]
+        )
     return found
 
 
@@ -257,7 +276,18 @@ def _update_record() -> Executable:
 
 FIELD_COLUMNS = tuple(column.name for column in fields.columns)
 CHUNK_COLUMNS = tuple(column.name for column in field_chunks.columns)
-"""The column order of the rows `insert_fields` and `insert_chunks` take (tuples)."""
+CHANGE_COLUMNS = tuple(column.name for column in change_log.columns)
+"""The column order of the rows `insert_fields`, `insert_chunks` and `insert_changes` take
+(tuples)."""
+
+
+def insert_changes(rows: Sequence[Sequence[Any]]) -> Execute:
+    """Rows of `change_log`, as tuples in `CHANGE_COLUMNS` order (Rule 4)."""
+    return Execute(_insert_changes, rows=rows)
+
+
+def _insert_changes(caps: Capabilities) -> DriverSQL:
+    return _insert_rows("change_log", CHANGE_COLUMNS, caps)
 
 
 def insert_fields(rows: Sequence[Sequence[Any]]) -> Execute:
