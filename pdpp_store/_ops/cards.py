@@ -19,27 +19,36 @@ Rules:
    cut exactly as from the whole value.
 4. A stream that declares no role (or whose roles the grant does not cover) gets a card with no
    slots, and no statement for values.
+5. A page of cards (`page_cards`: a search page's hits, of any streams) reads its values in one
+   statement for the whole page (`_sql.cards.card_fields`), naming only the role fields rule 1
+   allows, each cut to `PAGE_CARD_CHARS`; no statement when no hit has such a field.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.grants import StreamGrant
 from pdpp_store._core.identity import RecordRef
 from pdpp_store._core.manifest import Manifest, StreamSpec
+from pdpp_store._sql import cards as cards_sql
 from pdpp_store._sql import catalogue as catalogue_sql
 from pdpp_store._sql import reads as read_sql
 from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import FieldPreview, RecordCard
-from pdpp_store.evidence.card import SLOT_ROLES
+from pdpp_store.evidence.card import SLOT_BOUNDS, SLOT_ROLES
 
 from .declared import parsed_manifests
 
-__all__ = ["record_card", "remember_spec"]
+__all__ = ["PAGE_CARD_CHARS", "page_cards", "record_card", "remember_spec"]
+
+PAGE_CARD_CHARS = max(SLOT_BOUNDS.values()) + 1
+"""The code points of a role field a page's card statement reads: one more than any slot
+shows, so a slot knows whether it cut its value (rule 5)."""
 
 Preview = Callable[[RecordRef, read_sql.PreviewRow, int], FieldPreview]
 
@@ -132,3 +141,63 @@ def record_card(
         if usable:
             values[path] = value
     return RecordCard.build(ref, spec, grant, values)
+
+
+Key = tuple[str, str, str]
+"""A record's key: (connection_id, stream, record_id)."""
+
+
+def _value(info: Any, head: str | None) -> tuple[bool, Any]:
+    """Whether a role field's head (`PAGE_CARD_CHARS` code points at most) holds a value a slot
+    can show, and that value: a string (cut: its slot says so), or a whole JSON scalar."""
+    if head is None:  # no chunk: an empty string, or a chunk gone since the field was read
+        if info.size_chars:
+            return False, None
+        head = ""
+    if info.kind is FieldKind.TEXT:
+        return True, head
+    if info.size_chars > len(head):  # a JSON value longer than any slot: not a scalar it shows
+        return False, None
+    return True, json.loads(head)
+
+
+def page_cards(
+    grants: Mapping[str, StreamGrant],
+    specs: Mapping[tuple[str, str], StreamSpec],
+    keys: Sequence[Key],
+) -> Op[dict[Key, RecordCard]]:
+    """The cards of the records `keys` (rule 5): `grants` by stream name, `specs` by
+    (connection_id, stream) as the connection's manifest declares the stream (a key with none
+    gets a card without slots)."""
+    wanted: dict[Key, tuple[str, ...]] = {}
+    for key in keys:
+        spec = specs.get(key[:2])
+        if spec is not None and spec.declares_roles:
+            wanted[key] = _role_fields(spec, grants[key[1]])
+    targets = [(*key, path) for key, paths in wanted.items() for path in paths]
+    values: dict[cards_sql.CardTarget, cards_sql.CardValue] = {}
+    if targets:
+        streams = sorted({key[1] for key in wanted if wanted[key]})
+        values = cards_sql.card_values(
+            (
+                yield cards_sql.card_fields(
+                    [grants[name] for name in streams], targets, PAGE_CARD_CHARS
+                )
+            )
+        )
+    cards: dict[Key, RecordCard] = {}
+    for key in keys:
+        ref = RecordRef(*key)
+        spec = specs.get(key[:2])
+        if spec is None or not wanted.get(key):
+            cards[key] = RecordCard(ref)
+            continue
+        shown: dict[str, Any] = {}
+        for path in wanted[key]:
+            found = values.get((*key, path))
+            if found is not None:
+                usable, value = _value(*found)
+                if usable:
+                    shown[path] = value
+        cards[key] = RecordCard.build(ref, spec, grants[key[1]], shown)
+    return cards

@@ -20,6 +20,9 @@ Search, step by step:
    is asked with the match-window statement every `q` read uses. Both find occurrences as the
    match scan does, so the offsets are those the continuation's read returns. Fields where no
    term occurs are not matched fields.
+5. Each hit's record card (docs/contract.md §13), the cards of the whole page in one statement
+   (`cards.page_cards`): the declared-role fields the grant covers, as each hit's connection's
+   manifest declares them.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from pdpp_store.evidence import (
     SearchPage,
 )
 
+from .cards import page_cards
 from .declared import declaring
 from .reads import ReadContext
 
@@ -211,7 +215,7 @@ def search(
     scores = {entry[2:]: entry[0] for entry in page_entries}
     targets = [(*key, path) for key in page_keys for path in paths_of.get(key[:2], ())]
     excerpts = (yield from _page_evidence(stream_grants, targets, query)) if targets else {}
-    found: list[SearchHit] = []
+    proven: dict[search_sql.Key, tuple[MatchExcerpt, ...]] = {}
     for key in page_keys:
         ref = RecordRef(*key)
         mine: list[MatchExcerpt] = []
@@ -222,7 +226,16 @@ def search(
             if isinstance(excerpt, MatchExcerpt):
                 mine.append(excerpt)
         if mine:
-            found.append(SearchHit(*key, tuple(mine), scores[key]))
+            proven[key] = tuple(mine)
+    specs = {
+        (conn_id, stream): spec
+        for conn_id, stream, manifest in catalogue
+        if (spec := manifest.spec(stream)) is not None
+    }
+    cards = yield from page_cards(
+        {stream_grant.name: stream_grant for stream_grant in stream_grants}, specs, list(proven)
+    )
+    found = [SearchHit(*key, mine, scores[key], cards[key]) for key, mine in proven.items()]
     total = hits if counting else None
     if len(chosen) <= size:
         return SearchPage(tuple(found), count=total)

@@ -10,6 +10,9 @@ Rules:
    match, and `resource_uri` the offset window of the same text.
 3. Every card is bounded: at most `MAX_PAGE_SIZE` hits, one excerpt per searchable field, and
    previews of at most `PREVIEW_BEFORE + MAX_TERM_CHARS + PREVIEW_AFTER` code points.
+4. A hit carries its record card (`RecordCard`, docs/contract.md §13): the slots of its
+   declared-role fields the grant covers, each bounded; the same card a `query_records` row and
+   the head of `read_record` carry.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ._schema import card, embedded, nullable
+from ._schema import card as card_schema
+from ._schema import embedded, nullable
+from .card import RecordCard
 from .continuation import Continuation
 
 __all__ = ["MatchExcerpt", "SearchHit", "SearchPage"]
@@ -38,7 +43,7 @@ class MatchExcerpt:
     digest: str
     read: Continuation
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card_schema(
         "MatchExcerpt",
         {
             "field_path": {"type": "string"},
@@ -102,8 +107,10 @@ class SearchHit:
     excerpts: tuple[MatchExcerpt, ...]
     score: float | None = None
     """The relevance score (docs/contract.md §9, "Order"; `_core.relevance`)."""
+    card: RecordCard | None = None
+    """The record's card (docs/contract.md §13): its declared-role slots under the grant."""
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card_schema(
         "SearchHit",
         {
             "object": {"const": "search_result"},
@@ -115,6 +122,7 @@ class SearchHit:
             "snippet": {"type": "string"},
             "evidence_excerpts": {"type": "array", "items": embedded(MatchExcerpt.JSON_SCHEMA)},
             "score": {"type": "number"},
+            "card": embedded(RecordCard.JSON_SCHEMA),
         },
         [
             "object",
@@ -149,6 +157,8 @@ class SearchHit:
         }
         if self.score is not None:
             answer["score"] = self.score
+        if self.card is not None:
+            answer["card"] = self.card.to_dict()
         return answer
 
 
@@ -162,7 +172,7 @@ class SearchPage:
     count: int | None = None
     """With `count="exact"`: the number of visible hits (every page of the search)."""
 
-    JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
+    JSON_SCHEMA: ClassVar[dict[str, Any]] = card_schema(
         "SearchPage",
         {
             "object": {"const": "list"},

@@ -268,10 +268,19 @@ def record_text(page: RecordPage, call: CallFormatter) -> str:
 # ---------------------------------------------------------------- search, schema, blobs, errors
 
 
+_SLOTS = ("title", "time", "actor", "secondary", "amount")
+
+
+def _card_slots(card: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A record card's filled slots as `slot: value` (a `query_records` line shows the same)."""
+    return {slot: card[slot]["value"] for slot in _SLOTS if card and slot in card}
+
+
 def search_text(page: Mapping[str, Any], call: CallFormatter) -> str:
     """A page of search hits: the header line (with the call that reads the next page, the
     page's `next`), then per hit one line per proven excerpt (the evidence first, then where it
-    is and the call that reads around it), or one line saying that only metadata matched."""
+    is and the call that reads around it), or one line saying that only metadata matched. A
+    hit's first line also shows its score and its record card's slots."""
     hits = page["data"]
     header = {
         "results": len(hits),
@@ -291,17 +300,19 @@ def search_text(page: Mapping[str, Any], call: CallFormatter) -> str:
             }
             line = {
                 "id": hit["id"],
+                **_card_slots(hit.get("card")),
                 "metadata_only": True,
                 "note": NO_EVIDENCE_NOTE,
                 "fetch": call(fetch),
             }
             out.append(compact(line))
             continue
-        for excerpt in excerpts:
+        for number, excerpt in enumerate(excerpts):
             line = {
                 "evidence": excerpt["preview_text"],
                 "id": hit["id"],
                 "score": hit.get("score"),
+                **(_card_slots(hit.get("card")) if number == 0 else {}),
                 "field_path": excerpt["field_path"],
                 "match": [excerpt["match_start_chars"], excerpt["match_end_chars"]],
                 "range": [excerpt["start_chars"], excerpt["end_chars"]],
@@ -373,9 +384,7 @@ def records_text(page: Mapping[str, Any], call: CallFormatter) -> str:
             out.append(compact({"id": row["id"], "deleted": True}))
             continue
         line: dict[str, Any] = {"id": row["id"]}
-        for slot in ("title", "time", "actor", "secondary", "amount"):
-            if slot in row:
-                line[slot] = row[slot]["value"]
+        line.update(_card_slots(row))
         line["fields"] = dict(row.get("data", {}))
         more: dict[str, Any] = {}
         for path, ladder in row.get("content_ladder", {}).items():

@@ -290,16 +290,15 @@ def blob_contents(blob: Any, uri: str) -> types.ReadResourceResult:
 # ---------------------------------------------------------------- search, schema
 
 
-def search_result(
-    page: Any, titles: Mapping[str, str | None] | None = None, base_url: str | None = None
-) -> types.CallToolResult:
-    """A search page; with `results` in the ChatGPT shape (rule 5): `titles` by hit id."""
+def search_result(page: Any, base_url: str | None = None) -> types.CallToolResult:
+    """A search page, each hit with its score and record card; with `results` in the ChatGPT
+    shape (rule 5), each title its hit's card's."""
     card = page.to_dict()
     linked = FetchShape(base_url)
     card["results"] = [
         {
             "id": hit["id"],
-            "title": (titles or {}).get(hit["id"]) or hit["id"],
+            "title": card_title(hit.get("card")) or hit["id"],
             "url": linked.record_url(hit) or _record_uri(hit),
         }
         for hit in card["data"]

@@ -12,9 +12,8 @@ Rules:
    the server's public base URL, from `public_url` (fixed, or a function of the request as the
    grant is: over HTTP, the base `serve` names itself by), handed to the handler for the call
    it makes (`_BASE_URL`); none (stdio) means `pdpp://` URIs. A search hit's title is its
-   record card's: one `read_record` per hit, narrowed to the field that matched (its card is
-   read whatever the page shows), under the same grant; a hit whose read is refused (deleted
-   since) keeps its id as title.
+   record card's, which the search page carries (no read per hit); a hit without a title slot
+   keeps its id as title.
 """
 
 from __future__ import annotations
@@ -174,22 +173,7 @@ async def search(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> typ
     args = _arguments(raw, _ACCEPTED["search"])
     query = {name: value for name, value in args.items() if name != "q"}
     page = await store.search(grant, _string(args, "q"), **query)
-    titles = {_hit_ref(hit).id: await _title(store, grant, hit) for hit in page.hits}
-    return render.search_result(page, titles, _BASE_URL.get())
-
-
-def _hit_ref(hit: Any) -> RecordRef:
-    return RecordRef(hit.connection_id, hit.stream, hit.record_id)
-
-
-async def _title(store: AsyncStore, grant: Grant, hit: Any) -> str | None:
-    """A hit's record card title (rule 4), or None."""
-    matched = [excerpt.field_path for excerpt in hit.excerpts]
-    try:
-        view = await store.read_record(grant, _hit_ref(hit), fields=matched[:1] or None)
-    except StoreError:
-        return None
-    return render.card_title(None if view.card is None else view.card.to_dict())
+    return render.search_result(page, _BASE_URL.get())
 
 
 async def schema(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:

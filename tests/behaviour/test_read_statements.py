@@ -61,7 +61,15 @@ SEARCH_RANK_STATEMENTS = 3
 """Relevance order on a small result: the hits' order values (ties), their occurrence counts
 (the score's bounds) and one batch of scored texts; a larger result scores more batches, each
 twice the last (`_ops/search._ranked`)."""
-SEARCH_STATEMENTS = 2 + SEARCH_SCAN_STATEMENTS + SEARCH_RANK_STATEMENTS + SEARCH_EVIDENCE_STATEMENTS
+SEARCH_CARD_STATEMENTS = 1
+"""The page's record cards, all hits at once (`_ops/cards.page_cards`)."""
+SEARCH_STATEMENTS = (
+    2
+    + SEARCH_SCAN_STATEMENTS
+    + SEARCH_RANK_STATEMENTS
+    + SEARCH_EVIDENCE_STATEMENTS
+    + SEARCH_CARD_STATEMENTS
+)
 BOTH = grant(
     {"name": "message_bodies", "instance_ids": [MAILBOX]},
     {"name": "attachments", "instance_ids": [MAILBOX]},

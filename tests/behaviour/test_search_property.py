@@ -1,14 +1,15 @@
-"""Search against a pure-Python oracle (docs/contract.md §9, "Search"), on both databases: drawn
-records, grants, queries, orders, page sizes and scan lengths (so both phases, the scan and the
-index, answer).
+"""Search against a pure-Python oracle (docs/contract.md §9, "Search"), on both databases and
+both fronts: drawn records, grants, queries, orders, page sizes and scan lengths (so both
+phases, the scan and the index, answer).
 
 The oracle reads the contract and the documented score (docs/search.md, "Relevance") alone: a
 record matches when every folded term occurs in the folded text of one of its searchable granted
 fields (the manifest's lexical fields the grant covers); hits come by score (computed here from
 the formula, not by the store's code), then newest first by the granted order field
 (`received_at`), then key; or by time alone for `desc`/`asc`; per matched field the excerpt is
-the first occurrence of the first term (in query order) found there. Every page is read; no hit
-is skipped or repeated; every continuation is replayed and must show the same match.
+the first occurrence of the first term (in query order) found there; each hit's record card shows
+the declared-role fields the grant covers, cut to their slots' bounds (§13). Every page is read;
+no hit is skipped or repeated; every continuation is replayed and must show the same match.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import itertools
 from typing import Any
 from unittest import mock
 
-from _data import manifest, on_one_store
+import pytest
+from _data import manifest, on_one_store, setup_mailbox
+from _fronts import StoreFront
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pdpp_store import Grant, Store, fold
+from pdpp_store import Grant, fold
 from pdpp_store._core import relevance
 from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._ops import search as search_ops
@@ -158,10 +161,36 @@ def _oracle(
     return [(record["id"], excerpts, score) for record, excerpts, score in hits]
 
 
+SLOTS = (
+    ("title", "subject", 200),
+    ("time", "received_at", 64),
+    ("actor", "from_name", 200),
+    ("secondary", "snippet", 280),
+)
+"""gmail's `messages` roles: each slot, the field declaring it, and its bound (§13)."""
+
+
+def _card(record: dict[str, Any], granted: set[str] | None) -> dict[str, Any]:
+    """The oracle's record card: each slot from its field when granted and present, cut."""
+    card: dict[str, Any] = {}
+    for slot, path, bound in SLOTS:
+        if (granted is None or path in granted) and path in record:
+            value = record[path]
+            card[slot] = {"field": path, "value": value[:bound], "complete": len(value) <= bound}
+    return card
+
+
+@pytest.fixture
+def searched(store: StoreFront) -> StoreFront:
+    """A store of each backend and front with the gmail manifest registered."""
+    setup_mailbox(store)
+    return store
+
+
 @on_one_store()
 @given(scenario=scenarios())
-def test_search_equals_the_oracle(each_database: Store, scenario: dict[str, Any]) -> None:
-    store = each_database
+def test_search_equals_the_oracle(searched: StoreFront, scenario: dict[str, Any]) -> None:
+    store = searched
     q, terms = _query(scenario["terms"])
     if not terms:
         return
@@ -201,6 +230,8 @@ def test_search_equals_the_oracle(each_database: Store, scenario: dict[str, Any]
     by_id = {record["id"]: record for record in scenario["records"]}
     for hit, (record_id, excerpts, score) in zip(hits, expected, strict=True):
         assert abs(hit["score"] - score) <= SCORE_TOLERANCE, record_id
+        slots = {name: slot for name, slot in hit["card"].items() if isinstance(slot, dict)}
+        assert slots == _card(by_id[record_id], granted), record_id
         got = [
             (e["field_path"], e["read"]["arguments"]["q"], e["match_start_chars"])
             for e in hit["evidence_excerpts"]

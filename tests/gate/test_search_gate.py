@@ -17,8 +17,11 @@ every backend and front:
    canaries in ungranted fields, contains a canary (`BoundaryAudit`, returned cells only: the
    query itself carries the canary as a parameter); and the cells of that last search do hold
    its excerpts' text, so the audit saw the rows the page was made of.
+   The hits' record cards show granted fields only (`from_name`, the `actor`, is not), and the
+   audit saw the rows their slots came from.
 3. The proofs bite: with the grant's field filter removed from the searched paths, the paths
-   removed from the search SQL or from the page's evidence statements, or the visibility
+   removed from the search SQL or from the page's evidence statements, the grant removed from
+   the fields the page's cards read (or from the cards themselves), or the visibility
    condition removed, they fail.
 
 Every proof runs twice: as the dataset is (its records fit in the first phase's scan), and with
@@ -116,6 +119,8 @@ def search_grant() -> Grant:
 
 
 GRANT = search_grant()
+GRANTED = {"id", "subject", "snippet", "thread_id", "x_note", "received_at"}
+"""The fields `GRANT` covers (`from_name`, an `actor`, holds a canary and is not granted)."""
 
 
 def _answer(store: StoreFront, q: str, **args: Any) -> dict[str, Any]:
@@ -183,6 +188,20 @@ def check_search_gate(store: StoreFront) -> None:
             assert any(excerpt["preview_text"] in text for text in texts), (
                 f"the audit saw no row holding the excerpt {excerpt['preview_text']!r}"
             )
+        _check_card(hit, texts)
+
+
+def _check_card(hit: dict[str, Any], texts: list[str]) -> None:
+    """A hit's card shows granted fields only, and the audit saw the rows it was made of."""
+    card = hit["card"]
+    slots = {name: slot for name, slot in card.items() if isinstance(slot, dict)}
+    shown = {slot["field"] for slot in slots.values()}
+    assert shown <= GRANTED, f"ungranted fields leaked into the card of {hit['id']}: {shown}"
+    assert {"title", "time", "secondary"} <= set(slots), f"a card lost its slots: {card}"
+    for slot in slots.values():
+        assert any(str(slot["value"]) in text for text in texts), (
+            f"the audit saw no row holding the card's {slot['field']!r}"
+        )
 
 
 PHASES = {"scan": None, "index": 1}
@@ -339,4 +358,49 @@ def test_index_candidates_taken_unchecked_fail_the_proofs(
         return search_sql.hit_keys(rows or [])
 
     breakable.setattr(search_ops, "_matching_keys", trusting)
+    _fails(loaded)
+
+
+def test_cards_reading_ungranted_role_fields_fail_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The page's card statement names every role field, granted or not. The card itself still
+    keeps the granted ones (`RecordCard.build`), so every answer is unchanged and only the
+    audit can tell."""
+    from pdpp_store._ops import cards as cards_ops
+
+    real = cards_ops._role_fields
+
+    def every_role_field(spec: Any, grant: Any) -> Any:
+        return real(spec, _owner_stream())
+
+    queries = ["quarterly numbers", *(f"quarterly {canary}" for canary in CANARIES.values())]
+    answers = [_answer(loaded, q, limit=50) for q in queries]
+    breakable.setattr(cards_ops, "_role_fields", every_role_field)
+    assert [_answer(loaded, q, limit=50) for q in queries] == answers
+    with pytest.raises(AssertionError, match="leaked"):
+        check_search_gate(loaded)
+
+
+def _owner_stream() -> Any:
+    return Grant.owner(MAILBOX, MS).stream(MS)
+
+
+def test_cards_built_without_the_grant_fail_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The page's cards read and show every role field: the ungranted actor shows."""
+    from pdpp_store._ops import cards as cards_ops
+
+    real_fields, real_page = cards_ops._role_fields, cards_ops.page_cards
+
+    def every_role_field(spec: Any, grant: Any) -> Any:
+        return real_fields(spec, _owner_stream())
+
+    def page_cards(grants: Any, specs: Any, keys: Any) -> Any:
+        owned = {name: Grant.owner(MAILBOX, name).stream(name) for name in grants}
+        return real_page({**grants, **owned}, specs, keys)
+
+    breakable.setattr(cards_ops, "_role_fields", every_role_field)
+    breakable.setattr(search_ops, "page_cards", page_cards)
     _fails(loaded)

@@ -417,6 +417,12 @@ def test_search_finds_the_record_and_says_how_to_read_the_match(url: str, tmp_pa
     arguments = read["arguments"]
     shown = window(url, arguments["record"], arguments["field"], "--q", arguments["q"])
     assert fold(term) in fold(shown["window"]["text"])
+    title = {"field": "body_text", "value": TEXT[:200], "complete": len(TEXT) <= 200}
+    assert hit["card"]["title"] == title  # the hit's record card
+    text = run(url, "search", term, "--grant", grant, "--limit", "5", "--format", "text")
+    lines = [json.loads(line) for line in text.stdout.splitlines()]
+    (first,) = [line for line in lines[1:] if line["id"] == REF][:1]
+    assert (first["title"], first["score"]) == (TEXT[:200], hit["score"])
     nothing = run(url, "search", "zzqqzzqq-no-such-text", "--grant", grant)
     assert json.loads(nothing.stdout)["data"] == []
 

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import jsonschema
+import pytest
 from _data import MAILBOX, body, grant, manifest, owner
 from mcp import Client
 
@@ -87,6 +88,40 @@ async def test_search_results_carry_the_declared_title_and_a_url(db_url: str) ->
         (only,) = found["results"]
         rest = f"{BASE}/v1/streams/messages/records/m1?connection_id={MAILBOX}"
         assert only == {"id": message.id, "title": MESSAGE["subject"], "url": rest}
+
+
+async def test_hits_show_their_card_and_score_without_a_read_per_hit(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search page carries each hit's card: the tool renders it (the hit's first line in
+    `content[]`, `card` in `structuredContent`, the title in `results`) and reads no record."""
+    _load(db_url)
+
+    async def no_read(*_: Any, **__: Any) -> Any:
+        raise AssertionError("search read a record for a hit")
+
+    monkeypatch.setattr(AsyncStore, "read_record", no_read)
+    message = RecordRef(MAILBOX, "messages", "m1")
+    both = grant({"name": "messages"}, {"name": "message_bodies"})
+    async with _client(db_url, both) as client:
+        result = await client.call_tool("search", {"q": "kumquat"})
+        assert not result.is_error, result.content
+        lines = [json.loads(line) for line in result.content[0].text.split("\n")]
+        (first,) = [line for line in lines[1:] if line["id"] == message.id][:1]
+        assert list(first)[:2] == ["evidence", "id"]  # evidence first, as ever
+        assert isinstance(first["score"], float)
+        assert (first["title"], first["actor"]) == (MESSAGE["subject"], MESSAGE["from_name"])
+        assert (first["time"], first["secondary"]) == (MESSAGE["received_at"], MESSAGE["snippet"])
+        structured = result.structured_content
+        assert structured is not None
+        (hit,) = [hit for hit in structured["data"] if hit["id"] == message.id]
+        assert hit["card"]["title"] == {
+            "field": "subject",
+            "value": MESSAGE["subject"],
+            "complete": True,
+        }
+        by_id = {found["id"]: found["title"] for found in structured["results"]}
+        assert by_id[message.id] == MESSAGE["subject"]
 
 
 async def test_a_title_the_grant_does_not_cover_is_the_id_and_never_shown(db_url: str) -> None:
