@@ -142,7 +142,7 @@ class _StoreCore:
             if not entry.writes and entry.name in vars(cls):
                 setattr(cls, entry.name, _audit.audited(entry, vars(cls)[entry.name]))
 
-    _audit_writer: SyncAuditWriter | AsyncAuditWriter | None
+    _audit_writer: SyncAuditWriter | AsyncAuditWriter | None = None
 
     def _audit_entry(self, row: Mapping[str, Any]) -> None:
         if self._auditing is not None and self._audit_writer is not None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -54,6 +54,7 @@ from pdpp_store.evidence import (
     AuditEntry,
     FieldInfo,
     FieldWindow,
+    RecordCard,
     RecordPage,
     RecordRow,
     RecordView,
@@ -234,14 +235,23 @@ def _refs(refs: Sequence[RecordRef], fields: list[str]) -> _Served:
     )
 
 
-def _unique(paths: Iterator[str]) -> list[str]:
+def _unique(paths: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(paths))
+
+
+def _card_fields(card: RecordCard | None) -> list[str]:
+    """The fields a record card shows (its title, time, actor ... slots)."""
+    if card is None:
+        return []
+    slots = (card.title, card.time, card.actor, card.secondary, card.amount)
+    return [slot.field for slot in slots if slot is not None]
 
 
 def _served(result: object, asked: Mapping[str, object]) -> _Served:
     """What an answer served: its records, by id, and the paths of its fields (rule 4)."""
     if isinstance(result, RecordView):
-        return _refs([result.ref], [preview.info.path for preview in result.fields])
+        paths = [preview.info.path for preview in result.fields]
+        return _refs([result.ref], _unique([*paths, *_card_fields(result.card)]))
     if isinstance(result, FieldWindow):
         ref = RecordRef(result.connection_id, result.stream, result.record_id)
         return _refs([ref], [result.field.path])
@@ -257,10 +267,10 @@ def _served(result: object, asked: Mapping[str, object]) -> _Served:
     if isinstance(result, RecordPage):
         refs = [row.card.ref if isinstance(row, RecordRow) else row.ref for row in result.rows]
         paths = _unique(
-            preview.info.path
+            path
             for row in result.rows
             if isinstance(row, RecordRow)
-            for preview in row.fields
+            for path in [*(preview.info.path for preview in row.fields), *_card_fields(row.card)]
         )
         served = _refs(refs, paths)
         served.stream = result.stream

@@ -90,7 +90,7 @@ def _batches(entries: list[Entry]) -> list[list[Entry]]:
 
 
 def _report(pending: Pending, error: BaseException | None) -> None:
-    if error is not None:
+    if error is not None and not isinstance(error, asyncio.CancelledError):  # closing: kept
         code = error.code if isinstance(error, StoreError) else type(error).__name__
         log.warning("read audit: %d entries wait, writing failed (%s)", len(pending), code)
     if pending.dropped:
