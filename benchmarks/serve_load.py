@@ -273,13 +273,15 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _serving(url: str, directory: Path, workers: int = 1) -> Iterator[int]:
+def _serving(
+    url: str, directory: Path, workers: int = 1, options: tuple[str, ...] = ()
+) -> Iterator[int]:
     tokens = directory / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: GRANT}), encoding="utf-8")
     port = _free_port()
     cli = Path(sys.executable).with_name("pdpp-store")
     command = [str(cli), "--db", url, "serve", "--tokens", str(tokens), "--port", str(port)]
-    command += ["--workers", str(workers)]
+    command += ["--workers", str(workers), *options]
     log_path = directory / f"serve-{port}.log"
     log = log_path.open("wb")
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)

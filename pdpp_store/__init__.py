@@ -28,11 +28,13 @@ from ._core.identity import (
 )
 from ._core.selector import SELECTOR_ARGS, SelectorArg, SelectorArgs
 from ._core.tokens import load_tokens, read_tokens_json, tokens_from_dict
+from ._ops.audit import audit_context, note_client
 from ._ops.catalogue import CATALOGUE
 from ._store import AsyncStore, Store
 from .evidence import (
     AggregateGroup,
     AggregateResult,
+    AuditEntry,
     BlobInfo,
     BlobRange,
     Continuation,
@@ -60,6 +62,7 @@ __all__ = [
     "AggregateGroup",
     "AggregateResult",
     "AsyncStore",
+    "AuditEntry",
     "BadRequest",
     "BlobInfo",
     "BlobRange",
@@ -98,8 +101,10 @@ __all__ = [
     "Unprocessable",
     "UnscopedRecordRef",
     "UpsertResult",
+    "audit_context",
     "fold",
     "load_tokens",
+    "note_client",
     "parse_field_window_uri",
     "parse_record_ref",
     "read_tokens_json",

@@ -181,13 +181,16 @@ class Opening:
                     raise
             yield _Pause(_OPEN_RETRY_S)
 
-    def store(self, cls: Callable[..., S], engine: Any, stored: list[tuple[int, bytes]]) -> S:
+    def store(
+        self, cls: Callable[..., S], engine: Any, stored: list[tuple[int, bytes]], **options: Any
+    ) -> S:
         return cls(
             engine,
             _codec_from(self.secrets, stored),
             self.batch_size,
             stored_keys=not self.secrets,
             busy_timeout_s=self.busy_timeout_s,
+            **options,
         )
 
 

@@ -37,6 +37,7 @@ from ._core.manifest import Manifest
 from ._core.selector import SelectorArgs
 from ._opening import DEFAULT_BATCH_SIZE, Opening, opened_async, opened_sync
 from ._ops import aggregate as _aggregate
+from ._ops import audit as _audit
 from ._ops import discovery as _discovery
 from ._ops import grants as _grants
 from ._ops import query as _query
@@ -48,10 +49,13 @@ from ._ops.catalogue import (
     ADD_GRANT,
     AGGREGATE,
     BLOB_INFO,
+    CATALOGUE,
     DELETE_RECORD,
     DESCRIBE_FIELD,
     DESCRIBE_GRANT,
+    LIST_AUDIT,
     LIST_GRANTS,
+    PRUNE_AUDIT,
     PUT_BLOB,
     QUERY_RECORDS,
     READ_BLOB_RANGE,
@@ -67,6 +71,7 @@ from ._ops.catalogue import (
     Operation,
 )
 from ._ops.reads import ReadContext
+from ._runtime.audit import AsyncAuditWriter, Pending, SyncAuditWriter
 from ._runtime import (
     DEFAULT_BUSY_TIMEOUT_S,
     WRITER_SLOTS,
@@ -82,6 +87,7 @@ from ._runtime import (
 from ._sql.requests import COMMIT, Op
 from .evidence import (
     AggregateResult,
+    AuditEntry,
     BlobInfo,
     BlobRange,
     FieldInfo,
@@ -121,9 +127,27 @@ def _check_grace(older_than: object) -> timedelta:
 
 
 class _StoreCore:
-    def __init__(self, codec: CursorCodec, batch_size: int, stored_keys: bool) -> None:
+    def __init__(
+        self, codec: CursorCodec, batch_size: int, stored_keys: bool, audit: bool = True
+    ) -> None:
         self._ctx = ReadContext(codec, stored_keys=stored_keys)
         self._batch_size = batch_size
+        self._auditing: Pending | None = Pending() if audit else None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # The read audit, in one place (`_ops.audit` rule 1): each front's method of every read
+        # of the catalogue records its entry, so no read, present or future, goes unrecorded.
+        super().__init_subclass__(**kwargs)
+        for entry in CATALOGUE.values():
+            if not entry.writes and entry.name in vars(cls):
+                setattr(cls, entry.name, _audit.audited(entry, vars(cls)[entry.name]))
+
+    _audit_writer: SyncAuditWriter | AsyncAuditWriter | None = None
+
+    def _audit_entry(self, row: Mapping[str, Any]) -> None:
+        if self._auditing is not None and self._audit_writer is not None:
+            self._auditing.add(row)
+            self._audit_writer.started()
 
     # Each `_op_*` builds one operation around its generator in `_ops`.
 
@@ -286,9 +310,15 @@ class Store(_StoreCore):
         batch_size: int,
         stored_keys: bool = True,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        audit: bool = True,
     ) -> None:
-        super().__init__(codec, batch_size, stored_keys)
+        super().__init__(codec, batch_size, stored_keys, audit)
         self.engine = engine
+        self._audit_writer = (
+            None
+            if self._auditing is None
+            else SyncAuditWriter(engine, self._auditing, _audit.write_entries)
+        )
         self._reader = HeldReader(engine)
         self._busy_timeout_s = busy_timeout_s
         self._writers = threading.BoundedSemaphore(WRITER_SLOTS)
@@ -303,9 +333,11 @@ class Store(_StoreCore):
         batch_size: int = DEFAULT_BATCH_SIZE,
         migrate: bool = True,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        audit: bool = True,
     ) -> Self:
         """Open the store at `url`; with `migrate=False` the database must already be at the
-        newest schema (see `pdpp-store migrate`), else `storage_unavailable`."""
+        newest schema (see `pdpp-store migrate`), else `storage_unavailable`. With
+        `audit=False` reads under a grant are not recorded (docs/contract.md §14)."""
         plan = Opening(
             url,
             cursor_secret=cursor_secret,
@@ -321,7 +353,7 @@ class Store(_StoreCore):
         except BaseException:
             engine.dispose()
             raise
-        return plan.store(cls, engine, stored)
+        return plan.store(cls, engine, stored, audit=audit)
 
     def _run(self, operation: Operation, op: Op[T]) -> T:
         if not operation.writes:
@@ -335,6 +367,8 @@ class Store(_StoreCore):
             self._writers.release()
 
     def close(self) -> None:
+        if self._audit_writer is not None:
+            self._audit_writer.close()
         self._reader.close()
         self.engine.dispose()
 
@@ -569,6 +603,29 @@ class Store(_StoreCore):
         """Every stored grant (or only `grant_id`'s), by id, with its status now."""
         return self._run(LIST_GRANTS, _grants.list_grants(grant_id))
 
+    def list_audit(
+        self,
+        *,
+        grant_id: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 100,
+        after_id: int = 0,
+    ) -> list[AuditEntry]:
+        """The read audit (docs/contract.md §14): the entries after `after_id`, oldest first,
+        at most `limit` (1..1000), of one grant and from `since` to `until` (ISO-8601, the
+        second exclusive) when given. This process's pending entries are written first."""
+        if self._audit_writer is not None:
+            self._audit_writer.flush()
+        return self._run(
+            LIST_AUDIT, _audit.list_audit(grant_id, since, until, limit, after_id)
+        )
+
+    def prune_audit(self, older_than: timedelta | float) -> int:
+        """Delete the audit entries older than `older_than` (a `timedelta` or seconds); returns
+        how many."""
+        return self._run(PRUNE_AUDIT, _audit.prune_audit(_check_grace(older_than)))
+
 
 class AsyncStore(_StoreCore):
     """The asynchronous store: the same operations as `Store`, awaited."""
@@ -580,9 +637,15 @@ class AsyncStore(_StoreCore):
         batch_size: int,
         stored_keys: bool = True,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        audit: bool = True,
     ) -> None:
-        super().__init__(codec, batch_size, stored_keys)
+        super().__init__(codec, batch_size, stored_keys, audit)
         self.engine = engine
+        self._audit_writer = (
+            None
+            if self._auditing is None
+            else AsyncAuditWriter(engine, self._auditing, _audit.write_entries)
+        )
         self._readers = AsyncReaders(engine, busy_timeout_s)
         self._busy_timeout_s = busy_timeout_s
         self._writers = asyncio.Semaphore(WRITER_SLOTS)
@@ -598,6 +661,7 @@ class AsyncStore(_StoreCore):
         batch_size: int = DEFAULT_BATCH_SIZE,
         migrate: bool = True,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        audit: bool = True,
     ) -> Self:
         """As `Store.open`."""
         plan = Opening(
@@ -615,7 +679,7 @@ class AsyncStore(_StoreCore):
         except BaseException:
             await engine.dispose()
             raise
-        return plan.store(cls, engine, stored)
+        return plan.store(cls, engine, stored, audit=audit)
 
     async def _run(self, operation: Operation, op: Op[T]) -> T:
         if not operation.writes:
@@ -628,6 +692,7 @@ class AsyncStore(_StoreCore):
         self._writes.add(task)
         task.add_done_callback(self._write_done)
         return await asyncio.shield(task)
+
 
     def _write_done(self, task: asyncio.Future[Any]) -> None:
         self._writes.discard(task)
@@ -651,6 +716,8 @@ class AsyncStore(_StoreCore):
     async def close(self) -> None:
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
+        if self._audit_writer is not None:
+            await self._audit_writer.close()
         await self._readers.close()
         await self.engine.dispose()
 
@@ -878,3 +945,23 @@ class AsyncStore(_StoreCore):
     async def list_grants(self, grant_id: str | None = None) -> list[StoredGrant]:
         """As `Store.list_grants`."""
         return await self._run(LIST_GRANTS, _grants.list_grants(grant_id))
+
+    async def list_audit(
+        self,
+        *,
+        grant_id: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 100,
+        after_id: int = 0,
+    ) -> list[AuditEntry]:
+        """As `Store.list_audit`."""
+        if self._audit_writer is not None:
+            await self._audit_writer.flush()
+        return await self._run(
+            LIST_AUDIT, _audit.list_audit(grant_id, since, until, limit, after_id)
+        )
+
+    async def prune_audit(self, older_than: timedelta | float) -> int:
+        """As `Store.prune_audit`."""
+        return await self._run(PRUNE_AUDIT, _audit.prune_audit(_check_grace(older_than)))

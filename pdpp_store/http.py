@@ -43,7 +43,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from pdpp_store import AsyncStore, BadRequest, Grant, StoreError
+from pdpp_store import AsyncStore, BadRequest, Grant, StoreError, audit_context
 
 __all__ = [
     "METADATA_PATH",
@@ -256,10 +256,13 @@ def request_id(scope: Scope) -> str:
 
 
 class RequestIdMiddleware:
-    """Gives each HTTP request an id (in `scope["state"]`) and sends it as `X-Request-Id`."""
+    """Gives each HTTP request an id (in `scope["state"]`) and sends it as `X-Request-Id`; with
+    a `surface`, the store's read audit records the request's reads as that surface's, under
+    this id (`pdpp_store.audit_context`)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, surface: str | None = None) -> None:
         self.app = app
+        self.surface = surface
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -274,7 +277,11 @@ class RequestIdMiddleware:
                     headers.append(REQUEST_ID_HEADER, given)
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        if self.surface is None:
+            await self.app(scope, receive, send_with_id)
+            return
+        with audit_context(self.surface, request_id=given):
+            await self.app(scope, receive, send_with_id)
 
 
 def error_response(

@@ -245,15 +245,17 @@ async def serve(
     limits: Limits | None = None,
     allow_origins: Sequence[str] = (),
     allow_hosts: Sequence[str] = (),
+    audit: bool = True,
 ) -> None:
     """Serve the store at `url` to the holders of `tokens` (a tokens file, or token -> grant)
-    until stopped, naming itself by `public_url` (rule 6), behind the door (rule 9)."""
+    until stopped, naming itself by `public_url` (rule 6), behind the door (rule 9); with
+    `audit=False` its reads are not recorded in the read audit."""
     named = _public_url(public_url, host, port)
     grants = tokens if isinstance(tokens, Mapping | Resolver) else resolver_for(tokens, None, named)
     access = _Access(
         limits or Limits(), _checked_origins(allow_origins), _checked_hosts(allow_hosts)
     )
-    store = await AsyncStore.open(url)
+    store = await AsyncStore.open(url, audit=audit)
     app = await _application(store, grants)
     door = _Door(AccessLog(app), named, access, _names(access, named, host))
     await uvicorn.Server(_config(door, host, port, log_level, access.limits)).serve()
@@ -269,9 +271,10 @@ class _Worker:
     public_url: str | None = None
     access: _Access = field(default_factory=_Access)
     names: DoorNames = field(default_factory=DoorNames)
+    audit: bool = True
 
     def __call__(self) -> _Door:
-        opened = _OpenedAtStartup(self.url, self.grants)
+        opened = _OpenedAtStartup(self.url, self.grants, self.audit)
         return _Door(AccessLog(opened), self.public_url, self.access, self.names)
 
 
@@ -279,9 +282,10 @@ class _OpenedAtStartup:
     """An ASGI application whose store is opened at lifespan startup, on the loop that serves,
     and whose real application (with its own lifespan) runs from then until shutdown."""
 
-    def __init__(self, url: str, grants: Tokens) -> None:
+    def __init__(self, url: str, grants: Tokens, audit: bool = True) -> None:
         self._url = url
         self._grants = grants
+        self._audit = audit
         self._app: Any = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -295,7 +299,7 @@ class _OpenedAtStartup:
         await receive()  # lifespan.startup
         running = contextlib.AsyncExitStack()
         try:
-            store = await AsyncStore.open(self._url)
+            store = await AsyncStore.open(self._url, audit=self._audit)
             app = await _application(store, self._grants)
             await running.enter_async_context(app.router.lifespan_context(app))
         except Exception as error:
@@ -322,11 +326,12 @@ def _run_workers(
     log_level: str,
     public_url: str | None,
     access: _Access,
+    audit: bool = True,
 ) -> None:
     Store.open(url).close()  # one error for a bad store, and one migration (rule 4)
     names = _names(access, public_url, host)
     config = _config(
-        _Worker(url, grants, public_url, access, names),
+        _Worker(url, grants, public_url, access, names, audit),
         host,
         port,
         log_level,
@@ -384,6 +389,7 @@ def run(
     limits: Limits | None = None,
     allow_origins: Sequence[str] = (),
     allow_hosts: Sequence[str] = (),
+    audit: bool = True,
 ) -> None:
     """`serve` on a loop of uvicorn's choosing, in `workers` processes (rule 4), naming itself
     by `public_url` (rule 6), to the holders of the tokens of `tokens_path` and of `oauth`'s
@@ -408,6 +414,7 @@ def run(
             log_level=log_level,
             public_url=named,
             access=access,
+            audit=audit,
         )
         return
     loop_factory = uvicorn.Config("pdpp_store.rest:create_app", loop="auto").get_loop_factory()
@@ -424,6 +431,7 @@ def run(
                     limits=access.limits,
                     allow_origins=access.origins,
                     allow_hosts=access.hosts,
+                    audit=audit,
                 )
             )
     except KeyboardInterrupt:  # uvicorn stopped gracefully, then handed Ctrl-C back

@@ -43,7 +43,10 @@ __all__ = [
 
 REFERENCE_TABLES = frozenset({"manifests", "streams", "connections", "cursor_keys", "grants"})
 BLOB_TABLES = frozenset({"blobs", "blob_chunks"})
-NOT_DISTRIBUTED = frozenset({"alembic_version"})
+NOT_DISTRIBUTED = frozenset({"alembic_version", "read_audit"})
+"""Tables Citus would keep on the coordinator: the migrations' own, and the read audit (the
+owner's log, written in batches and read by the owner, never joined with a table of either
+kind; its `connection_id` names what was read, it does not place the row)."""
 SQLITE_ONLY_RECORD_TABLES = frozenset({"search_fields"})
 """Record tables that exist only in SQLite (the search index's side table, migration 0005;
 Postgres's index is a GIN index on `field_chunks`), so Citus never sees them. They still lead

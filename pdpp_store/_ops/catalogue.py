@@ -33,7 +33,9 @@ __all__ = [
     "DELETE_RECORD",
     "DESCRIBE_FIELD",
     "DESCRIBE_GRANT",
+    "LIST_AUDIT",
     "LIST_GRANTS",
+    "PRUNE_AUDIT",
     "PUT_BLOB",
     "QUERY_RECORDS",
     "READ_BLOB_RANGE",
@@ -236,6 +238,21 @@ REVOKE_GRANT = Operation(
 LIST_GRANTS = Operation(
     "list_grants", "write", (_optional("grant_id", "string"),), ("StoredGrant",)
 )
+# The read audit (docs/contract.md §14): the owner's record of what was read under each grant.
+# Like the grants, the owner's only (the library and the command line), under no grant.
+LIST_AUDIT = Operation(
+    "list_audit",
+    "write",
+    (
+        _optional("grant_id", "string"),
+        _optional("since", "string"),
+        _optional("until", "string"),
+        _optional("limit", "integer"),
+        _optional("after_id", "integer"),
+    ),
+    ("AuditEntry",),
+)
+PRUNE_AUDIT = Operation("prune_audit", "write", (_required("older_than", "integer"),), ())
 
 CATALOGUE: dict[str, Operation] = {
     op.name: op
@@ -260,6 +277,8 @@ CATALOGUE: dict[str, Operation] = {
         ADD_GRANT,
         REVOKE_GRANT,
         LIST_GRANTS,
+        LIST_AUDIT,
+        PRUNE_AUDIT,
     )
 }
 """Every operation of the store by name, in the order the docs list them."""

@@ -85,6 +85,7 @@ __all__ = [
     "grants",
     "manifests",
     "metadata",
+    "read_audit",
     "records",
     "streams",
 ]
@@ -138,6 +139,36 @@ grants = Table(
 )
 """Grants the owner keeps in the store (migration 0009): terms as `Grant.to_dict` writes them,
 never changed once stored; instants as fixed-width UTC text (`normalize_instant`)."""
+
+read_audit = Table(
+    "read_audit",
+    metadata,
+    Column(
+        "audit_id",
+        BigInteger().with_variant(Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    Column("at", Text, nullable=False),
+    Column("request_id", Text, nullable=True),
+    Column("grant_id", Text, nullable=True),
+    Column("client", Text, nullable=True),
+    Column("surface", Text, nullable=False),
+    Column("operation", Text, nullable=False),
+    Column("stream", Text, nullable=True),
+    Column("connection_id", Text, nullable=True),
+    Column("record_ids", Text, nullable=False),
+    Column("record_count", Integer, nullable=False),
+    Column("fields", Text, nullable=False),
+    Column("outcome", Text, nullable=False),
+    Column("terms", Text, nullable=False),
+    Index("ix_read_audit_at", "at"),
+    Index("ix_read_audit_grant_at", "grant_id", "at"),
+)
+"""The read audit (migration 0011): one row per answered read under a grant (`_ops.audit`),
+written in batches; `record_ids`, `fields` and `terms` are JSON text; never a field value. The
+owner's log, not record data: it is never joined with a record table (on Citus, a table of the
+coordinator)."""
 
 streams = Table(
     "streams",

@@ -20,6 +20,9 @@
     pdpp-store [--db URL] grant add FILE.json                 Store.add_grant
     pdpp-store [--db URL] grant revoke GRANT_ID               Store.revoke_grant
     pdpp-store [--db URL] grant list [--grant-id ID]          Store.list_grants
+    pdpp-store [--db URL] audit list [--grant-id ID] [--since T] [--until T]  Store.list_audit
+    pdpp-store [--db URL] audit export [same filters]          Store.list_audit (JSON Lines)
+    pdpp-store [--db URL] audit prune --older-than S           Store.prune_audit
     pdpp-store [--db URL] serve [--tokens FILE] [--issuer URL --introspection-url URL
                                  --client-id ID --client-secret-file FILE --jwks-url URL]
                                 [--host] [--port] [--workers] [--public-url]
@@ -45,7 +48,7 @@ Rules:
 5. Like every surface, this package imports public names only (and its own `_io`, `_root`).
 
 A package with a module per command group (`owner`, `reads`, `records`, `aggregate`, `blobs`,
-`grants`, `serving`, `demo`), each command a dozen lines of options around one library call;
+`grants`, `audit`, `serving`, `demo`), each command a dozen lines of options around one library call;
 what they share is in `_io` (the store and grant options, JSON reading, `--format`) and `_root`
 (the group and its error envelope). A new group is a new module, imported below so that its
 commands register, and its operations listed in `OPERATIONS`.
@@ -56,12 +59,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from . import aggregate, blobs, demo, grants, owner, reads, records, serving
+from . import aggregate, audit, blobs, demo, grants, owner, reads, records, serving
 from ._root import DEFAULT_URL, URL_ENV, cli
 
 __all__ = ["DEFAULT_URL", "IO_PARAMS", "OPERATIONS", "URL_ENV", "Shell", "cli", "main"]
 
-_COMMAND_GROUPS = (aggregate, blobs, demo, grants, owner, reads, records, serving)
+_COMMAND_GROUPS = (aggregate, audit, blobs, demo, grants, owner, reads, records, serving)
 """The modules whose commands register on `cli` when imported."""
 
 
@@ -97,6 +100,8 @@ OPERATIONS: dict[str, Shell] = {
     "add_grant": Shell(("grant", "add"), {"grant": "file"}),
     "revoke_grant": Shell(("grant", "revoke")),
     "list_grants": Shell(("grant", "list")),
+    "list_audit": Shell(("audit", "list")),
+    "prune_audit": Shell(("audit", "prune")),
 }
 """Every library operation's command (rule 4)."""
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from pdpp_store import StoreError
+from pdpp_store import StoreError, audit_context
 
 __all__ = ["DEFAULT_URL", "URL_ENV", "cli"]
 
@@ -17,11 +17,13 @@ URL_ENV = "PDPP_STORE_URL"
 
 
 class _Cli(click.Group):
-    """The root group: turns every `StoreError` into its envelope on stderr and exit code 1."""
+    """The root group: turns every `StoreError` into its envelope on stderr and exit code 1,
+    and says to the read audit that the command's reads are the command line's."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with audit_context("cli"):  # the read audit's surface for this command's reads
+                return super().invoke(ctx)
         except StoreError as error:
             click.echo(json.dumps(error.to_dict(), ensure_ascii=False), err=True)
             ctx.exit(1)

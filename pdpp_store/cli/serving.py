@@ -136,6 +136,12 @@ from ._root import cli
     metavar="N",
     help="MCP requests one token may have in flight at once.",
 )
+@click.option(
+    "--audit/--no-audit",
+    default=True,
+    show_default=True,
+    help="Record every answered read in the store's read audit (pdpp-store audit list).",
+)
 @click.pass_context
 def serve(  # noqa: PLR0917 (click passes each option by keyword)
     ctx: click.Context,
@@ -153,6 +159,7 @@ def serve(  # noqa: PLR0917 (click passes each option by keyword)
     public_url: str | None,
     allow_origins: tuple[str, ...],
     allow_hosts: tuple[str, ...],
+    audit: bool,
     **limits: Any,
 ) -> None:
     """Serve the store over HTTP: the REST routes under /v1 and MCP at /mcp (needs the
@@ -209,6 +216,7 @@ def serve(  # noqa: PLR0917 (click passes each option by keyword)
         ),
         allow_origins=allow_origins,
         allow_hosts=allow_hosts,
+        audit=audit,
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .aggregate import AggregateGroup, AggregateResult
+from .audit import AuditEntry
 from .blob import BlobInfo, BlobRange
 from .card import CardSlot, RecordCard
 from .continuation import Continuation
@@ -38,6 +39,7 @@ __all__ = [
     "ERROR_SCHEMA",
     "AggregateGroup",
     "AggregateResult",
+    "AuditEntry",
     "BlobInfo",
     "BlobRange",
     "CardSlot",
@@ -88,6 +90,7 @@ CARDS: tuple[type[Any], ...] = (
     AggregateGroup,
     AggregateResult,
     StoredGrant,
+    AuditEntry,
 )
 """Every card class; each has `to_dict()` and `JSON_SCHEMA`."""
 

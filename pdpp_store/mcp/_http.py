@@ -49,7 +49,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from pdpp_store import AsyncStore, BadRequest, Grant, StoreError
+from pdpp_store import AsyncStore, BadRequest, Grant, StoreError, audit_context
 from pdpp_store.http import (
     METADATA_PATH,
     PUBLIC_URL_KEY,
@@ -288,14 +288,15 @@ def http_app(
         request = Request(scope, receive)
         presented = bearer_token(request.headers.get("authorization"))
         try:
-            grant = (await known.resolve(presented, store)).grant
+            access = await known.resolve(presented, store)
         except Unauthenticated as refusal:
             await unauthenticated_response(request, refusal, resource_path)(scope, receive, send)
             return
         except StoreError as error:  # the authorization server could not answer: fail closed
             await error_response(request, error)(scope, receive, send)
             return
-        await answer(scope, request, receive, send, grant)
+        with audit_context("mcp", request_id=request_id(scope), client=access.client):
+            await answer(scope, request, receive, send, access.grant)
 
     async def answer(
         scope: Scope, request: Request, receive: Receive, send: Send, grant: Grant

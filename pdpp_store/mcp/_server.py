@@ -35,6 +35,7 @@ from pdpp_store import (
     Grant,
     RecordRef,
     StoreError,
+    audit_context,
     parse_field_window_uri,
 )
 
@@ -241,6 +242,15 @@ def _grant_of(source: GrantSource, ctx: ServerRequestContext[Any, Any]) -> Grant
     return source if isinstance(source, Grant) else source(ctx.request)
 
 
+def _request_id_of(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The read audit's request id: the HTTP request's (`X-Request-Id`) when there is one, else
+    the JSON-RPC request's (stdio)."""
+    scope = getattr(ctx.request, "scope", None)
+    state = scope.get("state") if isinstance(scope, dict) else None
+    given = state.get("request_id") if isinstance(state, dict) else None
+    return given if isinstance(given, str) else f"jsonrpc_{ctx.request_id}"
+
+
 def _base_url_of(source: PublicUrlSource, ctx: ServerRequestContext[Any, Any]) -> str | None:
     return source(ctx.request) if callable(source) else source
 
@@ -268,7 +278,8 @@ def create_server(
                 raise _invalid("name", f"unknown tool {params.name!r}")
             base = _BASE_URL.set(_base_url_of(public_url, ctx))
             try:
-                return await handler(store, _grant_of(grant, ctx), params.arguments or {})
+                with audit_context("mcp", request_id=_request_id_of(ctx)):
+                    return await handler(store, _grant_of(grant, ctx), params.arguments or {})
             finally:
                 _BASE_URL.reset(base)
         except StoreError as error:
@@ -291,7 +302,8 @@ def create_server(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         try:
-            return await read_resource(store, _grant_of(grant, ctx), str(params.uri))
+            with audit_context("mcp", request_id=_request_id_of(ctx)):
+                return await read_resource(store, _grant_of(grant, ctx), str(params.uri))
         except StoreError as error:
             raise _resource_error(error) from None
         except Exception as error:  # rule 3

@@ -31,7 +31,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPAuthorizationCredentials
 from starlette.routing import Route
 
-from pdpp_store import AsyncStore, Grant
+from pdpp_store import AsyncStore, Grant, note_client
 from pdpp_store.http import (
     METADATA_PATH,
     RequestIdMiddleware,
@@ -58,7 +58,9 @@ def _grant_resolver(tokens: Mapping[str, Grant] | Resolver, store: AsyncStore) -
 
     async def grant_of(credentials: HTTPAuthorizationCredentials | None) -> Grant:
         presented = None if credentials is None else credentials.credentials
-        return (await known.resolve(presented, store)).grant
+        access = await known.resolve(presented, store)
+        note_client(access.client)  # the read audit's client (`audit_context`)
+        return access.grant
 
     return grant_of
 
@@ -176,7 +178,7 @@ def create_app(
     app.state.store = store
     app.state.resolver = resolver(tokens)
     app.state.grant_of = _grant_resolver(tokens, store)
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(RequestIdMiddleware, surface="rest")
     install_error_handlers(app)
     app.include_router(v1)
     for path, endpoint, summary in _DISCOVERY:

@@ -1,0 +1,434 @@
+"""The read audit (docs/contract.md §14): what each answered read under a grant recorded, and
+the owner's operations on the record (list, prune).
+
+    with audit_context("rest", request_id="req_…", client="agent-app"):
+        store.search(grant, "invoice")     # one entry: who, what was asked, what was served
+
+Rules:
+1. Every operation the catalogue calls a read (every operation under a grant: reads, search,
+   `query_records`, `aggregate`, discovery with `describe_grant`, blob reads) is audited, on
+   both fronts, by construction: `audited` wraps each front's method of that name once, when
+   the class is made (`_store._StoreCore.__init_subclass__`). A surface only says who is asking
+   (`audit_context`: surface, request id, client); a call with none is the `library`'s.
+2. An entry is recorded when the call ends: `ok`, or the `code` of the `StoreError` it raised
+   (bad input, unknown stream or record, a refusal, a revoked grant, a busy store);
+   `internal_error` for any other exception. A call cancelled before it was answered, and a
+   request refused before it reached the store (a 401: no grant, a surface's own argument
+   check), records nothing: nothing was read.
+3. Never a field value. An entry names records by id, fields by path, and keeps the caller's
+   own terms (`q`, filters, selectors, limits): what was asked, not what is stored. A cursor
+   or a changes bookmark is opaque and may carry a value of the order field: only that one was
+   given is kept (`<given>`); a field-window URI is kept as its parts, its cursor the same way.
+   A term longer than `MAX_TERM_CHARS` is cut (`…` at its end).
+4. Served ids: the first `MAX_RECORD_IDS` record ids of the answer, and how many it served.
+5. Entries are written in batches by a background writer (`_runtime.audit`), at least once a
+   second and when the store closes; reads never wait for them. A process that dies loses at
+   most the entries of its last second.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, TypeVar
+
+from pdpp_store._core.errors import BadRequest, StoreError
+from pdpp_store._core.grants import Grant, normalize_instant
+from pdpp_store._core.identity import (
+    FIELD_WINDOW_URI_PREFIX,
+    RecordRef,
+    UnscopedRecordRef,
+    parse_field_window_uri,
+    parse_record_ref,
+)
+from pdpp_store._sql import audit as audit_sql
+from pdpp_store._sql.requests import Op
+from pdpp_store.evidence import (
+    AggregateResult,
+    AuditEntry,
+    FieldInfo,
+    FieldWindow,
+    RecordCard,
+    RecordPage,
+    RecordRow,
+    RecordView,
+    SearchPage,
+)
+
+from .catalogue import Operation
+from .grants import now_instant
+
+__all__ = [
+    "MAX_LIST",
+    "MAX_RECORD_IDS",
+    "MAX_TERM_CHARS",
+    "SURFACES",
+    "Reader",
+    "audit_context",
+    "audited",
+    "entry_row",
+    "list_audit",
+    "note_client",
+    "prune_audit",
+    "write_entries",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Surface = Literal["library", "cli", "rest", "mcp"]
+SURFACES: tuple[Surface, ...] = ("library", "cli", "rest", "mcp")
+MAX_RECORD_IDS = 100
+MAX_TERM_CHARS = 1000
+MAX_LIST = 1000
+GIVEN = "<given>"
+
+
+@dataclass(slots=True)
+class Reader:
+    """Who is asking: the surface, the request's id and the client its token was issued to."""
+
+    surface: Surface
+    request_id: str | None = None
+    client: str | None = None
+
+
+_READER: ContextVar[Reader | None] = ContextVar("pdpp_store_audit_reader", default=None)
+
+
+def _optional_text(value: object, param: str) -> str | None:
+    """A surface's request id or client, kept to 256 characters; not a string is refused."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise BadRequest("invalid_request", f"{param} must be a string", param=param)
+    return value[:256]
+
+
+@contextmanager
+def audit_context(
+    surface: str, *, request_id: str | None = None, client: str | None = None
+) -> Iterator[Reader]:
+    """The reads inside this block are recorded as `surface`'s (one of `SURFACES`), of request
+    `request_id` and client `client`; either left out is the enclosing block's, if any."""
+    if surface not in SURFACES:
+        raise BadRequest(
+            "invalid_request", f"surface must be one of {', '.join(SURFACES)}", param="surface"
+        )
+    outer = _READER.get()
+    reader = Reader(
+        surface,  # type: ignore[arg-type]  # checked above
+        _optional_text(request_id, "request_id") or (outer.request_id if outer else None),
+        _optional_text(client, "client") or (outer.client if outer else None),
+    )
+    token = _READER.set(reader)
+    try:
+        yield reader
+    finally:
+        _READER.reset(token)
+
+
+def note_client(client: str | None) -> None:
+    """Name the client of the enclosing `audit_context` (a server learns it with the token)."""
+    reader = _READER.get()
+    if reader is not None and isinstance(client, str) and client:
+        reader.client = client[:256]
+
+
+# ---------------------------------------------------------------- an entry
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TERM_CHARS else text[: MAX_TERM_CHARS - 1] + "…"
+
+
+def _plain(value: object, depth: int = 0) -> Any:
+    """`value` as JSON the audit can keep: what the caller gave, bounded."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return _cut(value)
+    if isinstance(value, RecordRef | UnscopedRecordRef):
+        return value.id
+    if depth >= 8:
+        return "…"
+    if isinstance(value, Mapping):
+        return {_cut(str(key)): _plain(item, depth + 1) for key, item in list(value.items())[:100]}
+    if isinstance(value, Sequence | set | frozenset) and not isinstance(value, bytes | bytearray):
+        return [_plain(item, depth + 1) for item in list(value)[:100]]
+    return f"<{type(value).__name__}>"
+
+
+def _window_terms(uri: str) -> dict[str, Any]:
+    try:
+        window = parse_field_window_uri(uri)
+    except StoreError:
+        return {"uri": FIELD_WINDOW_URI_PREFIX + GIVEN}
+    terms: dict[str, Any] = {
+        "uri": FIELD_WINDOW_URI_PREFIX,
+        "record": window.record.id,
+        "field": _cut(window.field),
+        "offset_chars": window.offset_chars,
+        "limit_chars": window.limit_chars,
+    }
+    if window.cursor is not None:
+        terms["cursor"] = GIVEN
+    return terms
+
+
+def _terms(asked: Mapping[str, object]) -> dict[str, Any]:
+    """What was asked (rule 3), by argument name; the grant is the entry's own column."""
+    terms: dict[str, Any] = {}
+    for name, value in asked.items():
+        if name == "grant" or value is None:
+            continue
+        if name in ("cursor", "next_cursor"):
+            terms[name] = GIVEN
+        elif name == "changes_since":
+            terms[name] = value if value == "beginning" else GIVEN
+        elif name == "uri" and isinstance(value, str) and value.startswith(
+            FIELD_WINDOW_URI_PREFIX
+        ):
+            terms.update(_window_terms(value))
+        else:
+            terms[name] = _plain(value)
+    return terms
+
+
+def _asked_record(asked: Mapping[str, object]) -> RecordRef | UnscopedRecordRef | None:
+    record = asked.get("record")
+    connection = asked.get("connection_id")
+    try:
+        if isinstance(record, RecordRef | UnscopedRecordRef | str):
+            return parse_record_ref(
+                record, connection_id=connection if isinstance(connection, str) else None
+            )
+    except StoreError:
+        return None
+    return None
+
+
+@dataclass(slots=True)
+class _Served:
+    stream: str | None = None
+    connection_id: str | None = None
+    record_ids: list[str] | None = None
+    record_count: int = 0
+    fields: list[str] | None = None
+
+
+def _one(values: list[str]) -> str | None:
+    return values[0] if values and all(value == values[0] for value in values) else None
+
+
+def _refs(refs: Sequence[RecordRef], fields: list[str]) -> _Served:
+    return _Served(
+        _one([ref.stream for ref in refs]),
+        _one([ref.connection_id for ref in refs]),
+        [ref.id for ref in refs[:MAX_RECORD_IDS]],
+        len(refs),
+        fields,
+    )
+
+
+def _unique(paths: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(paths))
+
+
+def _card_fields(card: RecordCard | None) -> list[str]:
+    """The fields a record card shows (its title, time, actor ... slots)."""
+    if card is None:
+        return []
+    slots = (card.title, card.time, card.actor, card.secondary, card.amount)
+    return [slot.field for slot in slots if slot is not None]
+
+
+def _served(result: object, asked: Mapping[str, object]) -> _Served:
+    """What an answer served: its records, by id, and the paths of its fields (rule 4)."""
+    if isinstance(result, RecordView):
+        paths = [preview.info.path for preview in result.fields]
+        return _refs([result.ref], _unique([*paths, *_card_fields(result.card)]))
+    if isinstance(result, FieldWindow):
+        ref = RecordRef(result.connection_id, result.stream, result.record_id)
+        return _refs([ref], [result.field.path])
+    if isinstance(result, FieldInfo):
+        record = _asked_record(asked)
+        if isinstance(record, RecordRef):
+            return _refs([record], [result.path])
+        return _Served(fields=[result.path])
+    if isinstance(result, SearchPage):
+        refs = [RecordRef(hit.connection_id, hit.stream, hit.record_id) for hit in result.hits]
+        paths = _unique(excerpt.field_path for hit in result.hits for excerpt in hit.excerpts)
+        return _refs(refs, paths)
+    if isinstance(result, RecordPage):
+        refs = [row.card.ref if isinstance(row, RecordRow) else row.ref for row in result.rows]
+        paths = _unique(
+            path
+            for row in result.rows
+            if isinstance(row, RecordRow)
+            for path in [*(preview.info.path for preview in row.fields), *_card_fields(row.card)]
+        )
+        served = _refs(refs, paths)
+        served.stream = result.stream
+        return served
+    if isinstance(result, AggregateResult):
+        named = (result.field, result.group_by, result.group_by_time)
+        return _Served(stream=result.stream, fields=[path for path in named if path])
+    return _Served()
+
+
+def entry_row(
+    operation: Operation,
+    args: Sequence[object],
+    kwargs: Mapping[str, object],
+    outcome: object,
+    reader: Reader | None,
+) -> dict[str, Any]:
+    """The `read_audit` row of one call of `operation` (positional `args` after the store, in
+    the catalogue's order, and `kwargs`) that answered `outcome` (its result, or the exception
+    it raised), asked by `reader` (None: the library)."""
+    names = [argument.name for argument in operation.arguments]
+    asked: dict[str, object] = dict(zip(names, args, strict=False))
+    asked.update(kwargs)
+    grant = asked.get("grant")
+    if isinstance(outcome, BaseException):
+        code = outcome.code if isinstance(outcome, StoreError) else "internal_error"
+        served = _Served()
+    else:
+        code = "ok"
+        served = _served(outcome, asked)
+    record = _asked_record(asked)
+    stream = served.stream or _text(asked.get("stream")) or (record.stream if record else None)
+    connection = (
+        served.connection_id
+        or _text(asked.get("connection_id"))
+        or (record.connection_id if isinstance(record, RecordRef) else None)
+    )
+    return {
+        "at": now_instant(),
+        "request_id": reader.request_id if reader else None,
+        "grant_id": grant.grant_id if isinstance(grant, Grant) else _grant_id_of(grant),
+        "client": reader.client if reader else None,
+        "surface": reader.surface if reader else "library",
+        "operation": operation.name,
+        "stream": stream,
+        "connection_id": connection,
+        "record_ids": json.dumps(served.record_ids or [], ensure_ascii=False),
+        "record_count": served.record_count,
+        "fields": json.dumps(served.fields or [], ensure_ascii=False),
+        "outcome": code,
+        "terms": json.dumps(_terms(asked), ensure_ascii=False, sort_keys=True),
+    }
+
+
+def _text(value: object) -> str | None:
+    return _cut(value) if isinstance(value, str) and value else None
+
+
+def _grant_id_of(grant: object) -> str | None:
+    """The id of a grant given as its JSON (the library takes one), when it names one."""
+    if isinstance(grant, Mapping):
+        return _text(grant.get("grant_id"))
+    return None
+
+
+def audited(operation: Operation, method: F) -> F:
+    """`method` (a front's method of a read `operation`), recording one entry per call in its
+    store's audit (`self._audit_entry`), when the store audits (rules 1 and 2)."""
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def read_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if self._auditing is None:
+                return await method(self, *args, **kwargs)
+            try:
+                result = await method(self, *args, **kwargs)
+            except Exception as error:
+                self._audit_entry(entry_row(operation, args, kwargs, error, _READER.get()))
+                raise
+            self._audit_entry(entry_row(operation, args, kwargs, result, _READER.get()))
+            return result
+
+        return read_async  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._auditing is None:
+            return method(self, *args, **kwargs)
+        try:
+            result = method(self, *args, **kwargs)
+        except Exception as error:
+            self._audit_entry(entry_row(operation, args, kwargs, error, _READER.get()))
+            raise
+        self._audit_entry(entry_row(operation, args, kwargs, result, _READER.get()))
+        return result
+
+    return read  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- the owner's operations
+
+
+def _instant(value: object, param: str) -> str | None:
+    if value is None:
+        return None
+    instant = normalize_instant(value) if isinstance(value, str) else None
+    if instant is None:
+        raise BadRequest(
+            "invalid_request", f"{param} must be an ISO-8601 date or date-time", param=param
+        )
+    return instant
+
+
+def _count(value: object, param: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise BadRequest(
+            "invalid_request", f"{param} must be an integer from {low} to {high}", param=param
+        )
+    return value
+
+
+def _grant_filter(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise BadRequest("invalid_request", "grant_id must be a non-empty string", param="grant_id")
+    return value
+
+
+def list_audit(
+    grant_id: object = None,
+    since: object = None,
+    until: object = None,
+    limit: object = 100,
+    after_id: object = 0,
+) -> Op[list[AuditEntry]]:
+    """The entries after `after_id`, oldest first, at most `limit` (1..`MAX_LIST`), of one
+    grant and from `since` (inclusive) to `until` (exclusive) when given."""
+    statement = audit_sql.list_entries(
+        grant_id=_grant_filter(grant_id),
+        since=_instant(since, "since"),
+        until=_instant(until, "until"),
+        after_id=_count(after_id, "after_id", 0, 2**62),
+        limit=_count(limit, "limit", 1, MAX_LIST),
+    )
+    rows = (yield statement) or []
+    return [audit_sql.entry_of(row) for row in rows]
+
+
+def write_entries(entries: Sequence[Mapping[str, Any]]) -> Op[None]:
+    """One batch of entries, as the background writer hands them over (rule 5)."""
+    yield audit_sql.insert_entries(entries)
+
+
+def prune_audit(grace: timedelta) -> Op[int]:
+    """Delete the entries older than `grace` (checked by the front); returns how many."""
+    before = normalize_instant((datetime.now(UTC) - grace).isoformat())
+    assert before is not None
+    rows = (yield audit_sql.count_before(before)) or []
+    yield audit_sql.prune_before(before)
+    return int(rows[0]["n"]) if rows else 0

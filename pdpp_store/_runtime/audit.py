@@ -1,0 +1,221 @@
+"""The read audit's writers: entries wait in memory and are written in batches, off the reads.
+
+    pending = Pending()            # a read appends its entry: no I/O, no lock held across I/O
+    writer = SyncAuditWriter(engine, pending, write_op)    # a thread: writes every second
+    writer.close()                 # stops it, then writes what is left
+
+Rules:
+1. A read never waits for the audit: appending an entry is a list append. The writer (a daemon
+   thread for `Store`, a task of the event loop for `AsyncStore`) takes every pending entry at
+   least once per `FLUSH_INTERVAL_S`, and writes them in one transaction per `BATCH_ROWS`.
+2. `flush()` writes what is pending now (the owner's `list_audit` asks for it first, so a
+   process sees its own reads); `close()` stops the writer and flushes, so a store closed in
+   the ordinary way loses nothing. A process that dies loses at most the last interval.
+3. A batch the database refuses (locked past the busy timeout, gone) is kept and retried at the
+   next interval; at most `MAX_PENDING` entries wait, and past that the oldest are dropped and
+   counted. The log says how many, never what: an entry holds query terms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pdpp_store._core.errors import StoreError
+from pdpp_store._sql.requests import Op
+
+from .transactions import run_async, run_sync
+
+__all__ = [
+    "BATCH_ROWS",
+    "FLUSH_INTERVAL_S",
+    "MAX_PENDING",
+    "AsyncAuditWriter",
+    "Pending",
+    "SyncAuditWriter",
+]
+
+log = logging.getLogger("pdpp_store.audit")
+
+FLUSH_INTERVAL_S = 1.0
+BATCH_ROWS = 1000
+MAX_PENDING = 100_000
+
+Entry = Mapping[str, Any]
+WriteOp = Callable[[list[Entry]], Op[None]]
+
+
+class Pending:
+    """Entries not written yet (rule 1). `add` is called from any thread; `take` and `keep` by
+    the writer."""
+
+    def __init__(self) -> None:
+        self._entries: list[Entry] = []
+        self._lock = threading.Lock()
+        self.dropped = 0
+
+    def add(self, entry: Entry) -> None:
+        with self._lock:
+            self._entries.append(entry)
+            if len(self._entries) > MAX_PENDING:
+                del self._entries[0]
+                self.dropped += 1
+
+    def take(self) -> list[Entry]:
+        with self._lock:
+            taken, self._entries = self._entries, []
+            return taken
+
+    def keep(self, entries: list[Entry]) -> None:
+        """Put back entries a failed batch held, before any added since (rule 3)."""
+        with self._lock:
+            merged = entries + self._entries
+            excess = max(0, len(merged) - MAX_PENDING)
+            self.dropped += excess
+            self._entries = merged[excess:]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _batches(entries: list[Entry]) -> list[list[Entry]]:
+    return [entries[i : i + BATCH_ROWS] for i in range(0, len(entries), BATCH_ROWS)]
+
+
+def _report(pending: Pending, error: BaseException | None) -> None:
+    if error is not None and not isinstance(error, asyncio.CancelledError):  # closing: kept
+        code = error.code if isinstance(error, StoreError) else type(error).__name__
+        log.warning("read audit: %d entries wait, writing failed (%s)", len(pending), code)
+    if pending.dropped:
+        log.warning("read audit: %d entries dropped (too many waiting)", pending.dropped)
+        pending.dropped = 0
+
+
+class SyncAuditWriter:
+    """`Store`'s writer: a daemon thread (rule 1)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        pending: Pending,
+        write: WriteOp,
+        interval_s: float = FLUSH_INTERVAL_S,
+    ) -> None:
+        self._engine = engine
+        self._pending = pending
+        self._write = write
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._flushing = threading.Lock()
+        self._starting = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def started(self) -> None:
+        """Start the thread if it is not running (called after each add: a store that serves no
+        read under a grant runs none)."""
+        if self._thread is not None or self._stop.is_set():
+            return
+        with self._starting:
+            if self._thread is None:
+                thread = threading.Thread(target=self._loop, name="pdpp-store-audit", daemon=True)
+                thread.start()
+                self._thread = thread
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            with contextlib.suppress(Exception):  # kept and reported by flush (rule 3)
+                self.flush()
+
+    def flush(self) -> None:
+        """Write every pending entry now (rule 2); a failure keeps them and raises."""
+        with self._flushing:
+            entries = self._pending.take()
+            error: BaseException | None = None
+            try:
+                for number, batch in enumerate(_batches(entries)):
+                    try:
+                        run_sync(self._engine, self._write(batch), write=True)
+                    except BaseException as failed:
+                        self._pending.keep([e for b in _batches(entries)[number:] for e in b])
+                        error = failed
+                        raise
+            finally:
+                _report(self._pending, error)
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._starting:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        try:
+            self.flush()
+        except Exception:  # reported by flush; a closing store does not raise for its audit
+            pass
+
+
+class AsyncAuditWriter:
+    """`AsyncStore`'s writer: a task on the loop of the reads, started by the first entry."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        pending: Pending,
+        write: WriteOp,
+        interval_s: float = FLUSH_INTERVAL_S,
+    ) -> None:
+        self._engine = engine
+        self._pending = pending
+        self._write = write
+        self._interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+        self._flushing: asyncio.Lock | None = None
+
+    def started(self) -> None:
+        """Start the writer on the running loop if it is not running (called after each add)."""
+        if self._task is None or self._task.done():
+            loop = asyncio.get_running_loop()
+            self._flushing = asyncio.Lock()
+            self._task = loop.create_task(self._loop(), name="pdpp-store-audit")
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            with contextlib.suppress(Exception):  # kept and reported by flush (rule 3)
+                await self.flush()
+
+    async def flush(self) -> None:
+        """Write every pending entry now (rule 2); a failure keeps them and raises."""
+        if self._flushing is None:
+            self._flushing = asyncio.Lock()
+        async with self._flushing:
+            entries = self._pending.take()
+            error: BaseException | None = None
+            try:
+                for number, batch in enumerate(_batches(entries)):
+                    try:
+                        await run_async(self._engine, self._write(batch), write=True)
+                    except BaseException as failed:
+                        self._pending.keep([e for b in _batches(entries)[number:] for e in b])
+                        error = failed
+                        raise
+            finally:
+                _report(self._pending, error)
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        try:
+            await self.flush()
+        except Exception:  # reported by flush; a closing store does not raise for its audit
+            pass
