@@ -10,7 +10,7 @@ The owner's log, not record data: no key leads with `connection_id` (on Citus it
 of the coordinator; it is never joined with a record table).
 
 Revision ID: 0011
-Revises: see `down_revision` (`PREVIOUS`, the one line to change when rechaining)
+Revises: 0010
 """
 
 from __future__ import annotations
@@ -18,11 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-PREVIOUS = "0009"
-"""The revision this one follows. Written alongside 0010; at merge it becomes "0010"."""
-
 revision = "0011"
-down_revision = PREVIOUS
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
