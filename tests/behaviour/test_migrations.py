@@ -478,7 +478,7 @@ def test_the_change_log_migration_backfills_what_a_fresh_ingest_writes(db_url: s
         engine.dispose()
     run_alembic(db_url, "upgrade", "head")
     assert _change_log(db_url, "m1") == written
-    grants = [
+    grants: list[dict[str, Any]] = [
         {"name": STREAM},
         {"name": STREAM, "fields": ["id", "n", "flag"]},
         {"name": STREAM, "time_constraint": {"field": "when", "since": since}},

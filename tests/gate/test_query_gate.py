@@ -360,11 +360,16 @@ def _put(store: StoreFront, connection: str, record: dict[str, Any]) -> None:
     _stored[connection][record["id"]] = record
 
 
+def _put_each(store: StoreFront, connection: str, records: list[dict[str, Any]]) -> None:
+    for record in records:
+        _put(store, connection, record)
+
+
 def _granted_history(store: StoreFront, connection: str, noisy: bool, time_granted: bool) -> Any:
     """The history the walk grants see, step by step; yields at the bookmark points."""
     _stored[connection] = {}
     steps: list[Any] = [
-        lambda: [_put(store, connection, _message(f"v{n}", n)) for n in range(4)],
+        lambda: _put_each(store, connection, [_message(f"v{n}", n) for n in range(4)]),
         lambda: _put(store, connection, _message("old0", 0, received_at=OUT_OF_WINDOW)),
         "bookmark",
         lambda: _put(store, connection, {**_stored[connection]["v1"], "subject": "Changed"}),
@@ -387,7 +392,9 @@ def _granted_history(store: StoreFront, connection: str, noisy: bool, time_grant
             step()
 
 
-def _changes_pages(store: StoreFront, walk_grant: Grant, since: str, limit: int) -> Any:
+def _changes_pages(
+    store: StoreFront, connection: str, walk_grant: Grant, since: str, limit: int
+) -> Any:
     """Every page of a changes walk, without its signed tokens, with the connection named
     alike; and the bookmark at its end."""
     pages: list[str] = []
@@ -397,7 +404,7 @@ def _changes_pages(store: StoreFront, walk_grant: Grant, since: str, limit: int)
         for token in ("next_cursor", "next_changes_since", "next"):
             shown.pop(token, None)
         text = json.dumps(_alike(shown), sort_keys=True)
-        pages.append(text.replace(walk_grant.streams[0].instance_ids[0], "CONNECTION"))
+        pages.append(text.replace(connection, "CONNECTION"))
         if not page.has_more:
             return pages, page.next_changes_since
         page = store.query_records(walk_grant, MS, changes_since=since, cursor=page.next_cursor)
@@ -446,7 +453,9 @@ def check_changes_non_interference(store: StoreFront, time_granted: bool) -> Non
             for limit in (1, 2, 25):
                 seen = {}
                 for connection, walk_grant in grants.items():
-                    pages, _ = _changes_pages(store, walk_grant, marks[connection][since_no], limit)
+                    pages, _ = _changes_pages(
+                        store, connection, walk_grant, marks[connection][since_no], limit
+                    )
                     seen[connection] = pages
                 assert seen[quiet] == seen[noisy], (
                     f"a changes walk from bookmark {since_no} at point {point} (limit {limit}) "
@@ -454,7 +463,7 @@ def check_changes_non_interference(store: StoreFront, time_granted: bool) -> Non
                 )
                 walked[point, since_no, limit] = seen[quiet]
         for connection, walk_grant in grants.items():
-            _, mark = _changes_pages(store, walk_grant, marks[connection][-1], 25)
+            _, mark = _changes_pages(store, connection, walk_grant, marks[connection][-1], 25)
             assert mark is not None
             marks[connection].append(mark)
     # the proof is not vacuous: the walks report what the granted history did
