@@ -107,13 +107,14 @@ class _Relevance:
         return func.coalesce(next_before, now, literal(_NO_INSTANT))
 
     def visible_after(self, row: Any, name: str) -> ColumnElement[bool]:
-        live_after = or_(row.c.path != EXISTENCE, row.c.live_before == False)  # noqa: E712
+        dead_before: ColumnElement[bool] = row.c.live_before == False  # noqa: E712
+        live_after = or_(row.c.path != EXISTENCE, dead_before)
         if not self.shape.time_field:
             return live_after
         return and_(live_after, self._in_window(self._instant_after(row, name)))
 
     def visible_before(self, row: Any, name: str) -> ColumnElement[bool]:
-        live_before = row.c.live_before == True  # noqa: E712 - SQL comparison
+        live_before: ColumnElement[bool] = row.c.live_before == True  # noqa: E712
         if not self.shape.time_field:
             return live_before
         instant = case(
@@ -126,9 +127,10 @@ class _Relevance:
         return and_(live_before, self._in_window(instant))
 
     def granted(self, row: Any) -> ColumnElement[bool]:
+        path: ColumnElement[str] = row.c.path
         if self.every_field:
-            return row.c.path != EXISTENCE
-        return row.c.path.op("IN")(id_set(bindparam("c_fields", type_=IdList())))
+            return path != EXISTENCE
+        return path.op("IN")(id_set(bindparam("c_fields", type_=IdList())))
 
     def relevant(self, row: Any, name: str) -> ColumnElement[bool]:
         before = self.visible_before(row, name)

@@ -394,3 +394,138 @@ def test_the_values_migration_backfills_what_the_writer_stores(db_url: str) -> N
     seqs, last = change_seqs(db_url, "m1")
     assert seqs["f"] == (before + 1, False)
     assert last == before + 1
+
+
+def _change_log(url: str, connection_id: str) -> list[tuple[Any, ...]]:
+    """A connection's `change_log` rows in change order, each with its change value's rank
+    (values are numbered per connection; a record changed again leaves gaps)."""
+    engine = create_engine(sync_url(url))
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sa_text(
+                    "SELECT change_seq, path, stream, record_id, live_before, time_before"
+                    " FROM change_log WHERE connection_id = :c ORDER BY change_seq, path"
+                ),
+                {"c": connection_id},
+            ).all()
+    finally:
+        engine.dispose()
+    ranks = {seq: rank for rank, seq in enumerate(sorted({row[0] for row in rows}))}
+    return [(ranks[row[0]], row[1], row[2], row[3], bool(row[4]), row[5]) for row in rows]
+
+
+def _changes_walk(store: Store, grant: Grant, connection_id: str, limit: int) -> list[Any]:
+    """Every row of a changes walk from the beginning, the connection named alike."""
+    from _values import STREAM
+
+    rows: list[Any] = []
+    page = store.query_records(grant, STREAM, changes_since="beginning", limit=limit)
+    while True:
+        for row in page.to_dict()["data"]:
+            rows.append((row["record_id"], row.get("deleted", False), row.get("data")))
+        if not page.has_more:
+            return rows
+        page = store.query_records(
+            grant, STREAM, changes_since="beginning", limit=limit, cursor=page.next_cursor
+        )
+
+
+def test_the_change_log_migration_backfills_what_a_fresh_ingest_writes(db_url: str) -> None:
+    """0010 gives each stored record the `change_log` row a fresh ingest of its current state
+    writes: on a connection only ever inserted into, the writer's rows row for row; on one
+    with updates (fields changed, removed, moved out of a time window), deletes and a record
+    brought back, the same changes walks (every grant: all fields, some, a time window,
+    `resources`; every page size) as a fresh connection holding the same records, written in
+    the same change order. After it, the writer logs per field again."""
+    from _values import STREAM, VALUES_MANIFEST
+
+    connector = VALUES_MANIFEST["connector_id"]
+    since = "2026-03-01T00:00:00Z"
+    records: list[dict[str, Any]] = [
+        {"id": "a", "title": "one", "n": 1, "when": "2026-03-02T10:00:00Z"},
+        {"id": "b", "title": "two", "when": "2026-03-03T10:00:00Z", "flag": True},
+        {"id": "c", "title": "three", "when": "2025-01-01T00:00:00Z"},
+        {"id": "d", "n": 4, "when": "2026-03-04T00:00:00Z"},
+        {"id": "e", "title": "five"},
+    ]
+    final: dict[str, dict[str, Any]] = {r["id"]: r for r in records}
+    deleted: set[str] = set()
+    with Store.open(db_url, batch_size=2) as store:
+        store.register_manifest(VALUES_MANIFEST)
+        for connection_id in ("m1", "m2"):
+            store.add_connection(connection_id, connector)
+        store.upsert_records("m1", STREAM, records)
+        store.upsert_records("m2", STREAM, records)
+        for changed in (
+            {"id": "a", "title": "changed", "when": "2026-03-02T10:00:00Z"},  # n removed
+            {**final["b"], "when": "2024-06-01T00:00:00Z"},  # out of the window
+            {**final["c"], "when": "2026-03-05T00:00:00Z"},  # into it
+        ):
+            store.upsert_records("m2", STREAM, [changed])
+            final[changed["id"]] = changed
+        store.delete_record("m2", STREAM, "d")
+        store.delete_record("m2", STREAM, "e")
+        store.upsert_records("m2", STREAM, [final["e"]])  # brought back
+        deleted.add("d")
+    written = _change_log(db_url, "m1")
+    assert [row[1:4] for row in written] == [("", STREAM, r["id"]) for r in records]
+    run_alembic(db_url, "downgrade", "0009")
+    engine = create_engine(sync_url(db_url))
+    try:
+        assert "change_log" not in set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+    run_alembic(db_url, "upgrade", "head")
+    assert _change_log(db_url, "m1") == written
+    grants: list[dict[str, Any]] = [
+        {"name": STREAM},
+        {"name": STREAM, "fields": ["id", "n", "flag"]},
+        {"name": STREAM, "time_constraint": {"field": "when", "since": since}},
+        {"name": STREAM, "resources": ["a", "b", "d"], "fields": ["id", "title"]},
+    ]
+    with Store.open(db_url, batch_size=2) as store:
+        # the fresh connection: the same records, written in m2's change order
+        store.add_connection("m3", connector)
+        order = [row[3] for row in _change_log(db_url, "m2")]
+        for record_id in order:
+            store.upsert_records("m3", STREAM, [final[record_id]])
+            if record_id in deleted:
+                store.delete_record("m3", STREAM, record_id)
+        for terms in grants:
+            for limit in (1, 3, 25):
+                walks = [
+                    _changes_walk(
+                        store,
+                        Grant.from_dict(
+                            {"grant_id": "w", "streams": [{**terms, "instance_ids": [conn]}]}
+                        ),
+                        conn,
+                        limit,
+                    )
+                    for conn in ("m2", "m3")
+                ]
+                assert walks[0] == walks[1], (terms, limit)
+        assert [
+            row[0]
+            for row in _changes_walk(
+                store,
+                Grant.from_dict(
+                    {"grant_id": "t", "streams": [{**grants[2], "instance_ids": ["m2"]}]}
+                ),
+                "m2",
+                25,
+            )
+        ] == ["a", "c", "d"]
+        # the writer logs per field again: an ungranted field's change moves no walk
+        narrow = Grant.from_dict(
+            {"grant_id": "n", "streams": [{**grants[1], "instance_ids": ["m2"]}]}
+        )
+        bookmark = store.query_records(
+            narrow, STREAM, changes_since="beginning", limit=100
+        ).next_changes_since
+        store.upsert_records("m2", STREAM, [{**final["a"], "title": "again"}])
+        assert store.query_records(narrow, STREAM, changes_since=bookmark).rows == ()
+        store.upsert_records("m2", STREAM, [{**final["a"], "title": "again", "n": 9}])
+        again = store.query_records(narrow, STREAM, changes_since=bookmark)
+        assert [row.ref.record_id for row in again.rows] == ["a"]

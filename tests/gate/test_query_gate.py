@@ -17,6 +17,15 @@ grant does not name (`threads`). Proofs, on every backend and front:
    order and no cell holding an order value.
 4. The proofs bite: with the visibility condition removed from the list statements, or the
    grant's fields removed from the projection's statement, they fail.
+5. Non-interference of changes walks: two connections live the same history of what a grant
+   sees, one of them with writes the grant cannot see interleaved (ungranted fields changed,
+   added and removed; records outside `resources`, outside the time window or in another
+   stream written, moved around and deleted; a record that left the window moved around and
+   deleted outside it; under a grant that does not cover the time field, that field moved
+   within the window). Every changes page of the grant over one equals its page over the
+   other, from the beginning and from bookmarks taken at the same point of the history, at
+   every page size; and the proof bites when a change of any field counts as a change of the
+   grant's view, or when the time window is left out of what counts.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from audit import BoundaryAudit
 from pdpp_store import Forbidden, Grant, Store
 from pdpp_store._core.folding import fold
 from pdpp_store._core.grants import normalize_instant
+from pdpp_store._sql import changes as changes_sql
 from pdpp_store._sql import query as query_sql
 from pdpp_store._sql import visibility as sql
 
@@ -288,3 +298,224 @@ def test_visibility_removed_from_the_page_statement_alone_fails_the_proofs(
     breakable.setattr(query_sql, "_scope", stream_only)
     with pytest.raises(AssertionError, match=r"leaked|list|count|depends on content"):
         check_query_gate(loaded)
+
+
+# ---------------------------------------------------------------- non-interference of changes
+
+IN_WINDOW = "2026-03-02T10:00:00Z"
+OUT_OF_WINDOW = "2019-05-01T00:00:00Z"
+WALK_RESOURCES = ["v0", "v1", "v2", "v3", "old0", "old1"]
+
+
+def _walk_grant(connection: str, fields: list[str]) -> Grant:
+    return grant(
+        {
+            "name": MS,
+            "instance_ids": [connection],
+            "fields": fields,
+            "resources": WALK_RESOURCES,
+            "time_constraint": {"field": "received_at", "since": SINCE},
+        },
+        grant_id=f"g-walk-{connection}",
+    )
+
+
+def _noise(store: StoreFront, connection: str, step: int, time_granted: bool) -> None:
+    """Writes the walk grants cannot see (proof 5); `step` varies them."""
+    for n in range(4):
+        current = _stored[connection].get(f"v{n}")
+        if current is None:
+            continue
+        changed = {**current, "from_name": f"noise {step} {n}", "thread_id": f"t{step}"}
+        if step % 2:
+            changed.pop("from_email", None)
+        else:
+            changed["extra_header"] = f"x{step}"
+        if not time_granted and current["received_at"] >= SINCE:
+            changed["received_at"] = f"2026-03-0{1 + (step + n) % 9}T0{step % 10}:00:00Z"
+        _put(store, connection, changed)
+    _put(store, connection, _message("outside0", step, subject=f"outside {step}"))
+    _put(
+        store, connection, _message("old1", step, received_at=f"2019-0{1 + step % 9}-01T00:00:00Z")
+    )
+    if step % 2:
+        store.delete_record(connection, MS, "old1")
+        _stored[connection].pop("old1")
+        store.delete_record(connection, MS, "outside0")
+        _stored[connection].pop("outside0")
+    gone = _stored[connection].get("v2")
+    if gone is not None and gone["received_at"] < SINCE:  # left the window: moved outside it
+        _put(store, connection, {**gone, "received_at": f"2018-0{1 + step % 9}-02T00:00:00Z"})
+        if step % 3 == 0:
+            store.delete_record(connection, MS, "v2")
+            _put(store, connection, _stored[connection]["v2"])
+    store.upsert_records(connection, "threads", [{"id": f"th{step}", "subject": "t"}])
+
+
+_stored: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+def _put(store: StoreFront, connection: str, record: dict[str, Any]) -> None:
+    store.upsert_records(connection, MS, [record])
+    _stored[connection][record["id"]] = record
+
+
+def _put_each(store: StoreFront, connection: str, records: list[dict[str, Any]]) -> None:
+    for record in records:
+        _put(store, connection, record)
+
+
+def _granted_history(store: StoreFront, connection: str, noisy: bool, time_granted: bool) -> Any:
+    """The history the walk grants see, step by step; yields at the bookmark points."""
+    _stored[connection] = {}
+    steps: list[Any] = [
+        lambda: _put_each(store, connection, [_message(f"v{n}", n) for n in range(4)]),
+        lambda: _put(store, connection, _message("old0", 0, received_at=OUT_OF_WINDOW)),
+        "bookmark",
+        lambda: _put(store, connection, {**_stored[connection]["v1"], "subject": "Changed"}),
+        lambda: _put(
+            store, connection, {**_stored[connection]["v2"], "received_at": OUT_OF_WINDOW}
+        ),
+        lambda: _put(store, connection, {**_stored[connection]["old0"], "received_at": IN_WINDOW}),
+        lambda: (store.delete_record(connection, MS, "v3"), _stored[connection].pop("v3")),
+        "bookmark",
+        lambda: _put(store, connection, {**_stored[connection]["v2"], "received_at": IN_WINDOW}),
+        lambda: _put(store, connection, {**_stored[connection]["v0"], "labels": ["moved"]}),
+        "bookmark",
+    ]
+    for number, step in enumerate(steps):
+        if noisy:
+            _noise(store, connection, number, time_granted)
+        if step == "bookmark":
+            yield
+        else:
+            step()
+
+
+def _changes_pages(
+    store: StoreFront, connection: str, walk_grant: Grant, since: str, limit: int
+) -> Any:
+    """Every page of a changes walk, without its signed tokens, with the connection named
+    alike; and the bookmark at its end."""
+    pages: list[str] = []
+    page = store.query_records(walk_grant, MS, changes_since=since, limit=limit)
+    while True:
+        shown = page.to_dict()
+        for token in ("next_cursor", "next_changes_since", "next"):
+            shown.pop(token, None)
+        text = json.dumps(_alike(shown), sort_keys=True)
+        pages.append(text.replace(connection, "CONNECTION"))
+        if not page.has_more:
+            return pages, page.next_changes_since
+        page = store.query_records(walk_grant, MS, changes_since=since, cursor=page.next_cursor)
+
+
+def _alike(value: Any) -> Any:
+    """`value` with its resource URIs (handles that encode the connection) left out."""
+    if isinstance(value, dict):
+        return {k: _alike(v) for k, v in value.items() if k not in ("resource_uri", "uri")}
+    if isinstance(value, list):
+        return [_alike(item) for item in value]
+    return value
+
+
+def _first_difference(seen: dict[str, list[str]]) -> str:
+    one, other = ("\n".join(pages) for pages in seen.values())
+    at = next((i for i, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), 0)
+    return f"{one[max(0, at - 150) : at + 150]}\n{other[max(0, at - 150) : at + 150]}"
+
+
+def _walk_ids(pages: list[str]) -> list[tuple[str, bool]]:
+    return [
+        (row["record_id"], bool(row.get("deleted")))
+        for text in pages
+        for row in json.loads(text)["data"]
+    ]
+
+
+def check_changes_non_interference(store: StoreFront, time_granted: bool) -> None:
+    """Proof 5, for a grant that covers the time field or one that does not."""
+    gmail = manifest("gmail")
+    store.register_manifest(gmail)
+    fields = [*FIELDS] if time_granted else [f for f in FIELDS if f != "received_at"]
+    tag = "t" if time_granted else "u"
+    quiet, noisy = f"ni-{tag}-quiet", f"ni-{tag}-noisy"
+    for connection in (quiet, noisy):
+        store.add_connection(connection, gmail["connector_id"])
+    grants = {quiet: _walk_grant(quiet, fields), noisy: _walk_grant(noisy, fields)}
+    histories = {c: _granted_history(store, c, c == noisy, time_granted) for c in grants}
+    marks: dict[str, list[str]] = {quiet: ["beginning"], noisy: ["beginning"]}
+    walked: dict[tuple[int, int, int], list[str]] = {}
+    for point in range(3):
+        for connection in (quiet, noisy):  # the two connections' histories, step by step
+            next(histories[connection])
+        for since_no in range(point + 1):
+            for limit in (1, 2, 25):
+                seen = {}
+                for connection, walk_grant in grants.items():
+                    pages, _ = _changes_pages(
+                        store, connection, walk_grant, marks[connection][since_no], limit
+                    )
+                    seen[connection] = pages
+                assert seen[quiet] == seen[noisy], (
+                    f"a changes walk from bookmark {since_no} at point {point} (limit {limit}) "
+                    f"depends on writes the grant cannot see:\n{_first_difference(seen)}"
+                )
+                walked[point, since_no, limit] = seen[quiet]
+        for connection, walk_grant in grants.items():
+            _, mark = _changes_pages(store, connection, walk_grant, marks[connection][-1], 25)
+            assert mark is not None
+            marks[connection].append(mark)
+    # the proof is not vacuous: the walks report what the granted history did
+    first = [("v0", False), ("v1", False), ("v2", False), ("v3", False)]
+    assert _walk_ids(walked[0, 0, 1]) == first
+    assert _walk_ids(walked[1, 1, 2]) == [
+        ("v1", False),
+        ("v2", True),
+        ("old0", False),
+        ("v3", True),
+    ]
+    back = [("v2", False), ("v0", False)]
+    assert _walk_ids(walked[2, 2, 25]) == back
+    assert _walk_ids(walked[2, 0, 25]) == [("v1", False), ("old0", False), ("v3", True), *back]
+
+
+@pytest.mark.parametrize("time_granted", [True, False], ids=["time-granted", "time-ungranted"])
+def test_a_changes_walk_depends_only_on_what_the_grant_sees(
+    store: StoreFront, time_granted: bool
+) -> None:
+    check_changes_non_interference(store, time_granted)
+
+
+@pytest.fixture(params=["sqlite_store", pytest.param("pg_store", marks=pytest.mark.postgres)])
+def fresh(request: pytest.FixtureRequest) -> Store:
+    opened: Store = request.getfixturevalue(request.param)
+    return opened
+
+
+def test_every_field_counted_as_granted_fails_the_non_interference_proof(
+    fresh: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """A change of an ungranted field counted as a change of the grant's view: the noisy
+    connection's walk lists records again."""
+
+    def any_field(self: Any, row: Any) -> Any:
+        return row.c.path != ""
+
+    breakable.setattr(changes_sql._Relevance, "granted", any_field)
+    with pytest.raises(AssertionError, match="depends on writes the grant cannot see"):
+        check_changes_non_interference(fresh, time_granted=True)
+
+
+def test_the_window_left_out_of_the_relevance_fails_the_non_interference_proof(
+    fresh: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """Records outside the window counted as visible: their moves and deletes show."""
+    from sqlalchemy import true
+
+    def anywhere(self: Any, instant: Any) -> Any:
+        return true()
+
+    breakable.setattr(changes_sql._Relevance, "_in_window", anywhere)
+    with pytest.raises(AssertionError, match="depends on writes the grant cannot see"):
+        check_changes_non_interference(fresh, time_granted=False)
