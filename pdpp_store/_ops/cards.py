@@ -39,7 +39,7 @@ from pdpp_store._sql import cards as cards_sql
 from pdpp_store._sql import catalogue as catalogue_sql
 from pdpp_store._sql import reads as read_sql
 from pdpp_store._sql.requests import Op
-from pdpp_store.evidence import FieldPreview, RecordCard
+from pdpp_store.evidence import FieldInfo, FieldPreview, RecordCard
 from pdpp_store.evidence.card import SLOT_BOUNDS, SLOT_ROLES
 
 from .declared import parsed_manifests
@@ -147,7 +147,7 @@ Key = tuple[str, str, str]
 """A record's key: (connection_id, stream, record_id)."""
 
 
-def _value(info: Any, head: str | None) -> tuple[bool, Any]:
+def _value(info: FieldInfo, head: str | None) -> tuple[bool, Any]:
     """Whether a role field's head (`PAGE_CARD_CHARS` code points at most) holds a value a slot
     can show, and that value: a string (cut: its slot says so), or a whole JSON scalar."""
     if head is None:  # no chunk: an empty string, or a chunk gone since the field was read
