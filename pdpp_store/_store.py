@@ -71,7 +71,6 @@ from ._ops.catalogue import (
     Operation,
 )
 from ._ops.reads import ReadContext
-from ._runtime.audit import AsyncAuditWriter, Pending, SyncAuditWriter
 from ._runtime import (
     DEFAULT_BUSY_TIMEOUT_S,
     WRITER_SLOTS,
@@ -84,6 +83,7 @@ from ._runtime import (
     run_sync,
     sync_url,
 )
+from ._runtime.audit import AsyncAuditWriter, Pending, SyncAuditWriter
 from ._sql.requests import COMMIT, Op
 from .evidence import (
     AggregateResult,
@@ -310,6 +310,7 @@ class Store(_StoreCore):
         batch_size: int,
         stored_keys: bool = True,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        *,
         audit: bool = True,
     ) -> None:
         super().__init__(codec, batch_size, stored_keys, audit)
@@ -367,7 +368,7 @@ class Store(_StoreCore):
             self._writers.release()
 
     def close(self) -> None:
-        if self._audit_writer is not None:
+        if isinstance(self._audit_writer, SyncAuditWriter):
             self._audit_writer.close()
         self._reader.close()
         self.engine.dispose()
@@ -615,11 +616,9 @@ class Store(_StoreCore):
         """The read audit (docs/contract.md §14): the entries after `after_id`, oldest first,
         at most `limit` (1..1000), of one grant and from `since` to `until` (ISO-8601, the
         second exclusive) when given. This process's pending entries are written first."""
-        if self._audit_writer is not None:
+        if isinstance(self._audit_writer, SyncAuditWriter):
             self._audit_writer.flush()
-        return self._run(
-            LIST_AUDIT, _audit.list_audit(grant_id, since, until, limit, after_id)
-        )
+        return self._run(LIST_AUDIT, _audit.list_audit(grant_id, since, until, limit, after_id))
 
     def prune_audit(self, older_than: timedelta | float) -> int:
         """Delete the audit entries older than `older_than` (a `timedelta` or seconds); returns
@@ -637,6 +636,7 @@ class AsyncStore(_StoreCore):
         batch_size: int,
         stored_keys: bool = True,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        *,
         audit: bool = True,
     ) -> None:
         super().__init__(codec, batch_size, stored_keys, audit)
@@ -693,7 +693,6 @@ class AsyncStore(_StoreCore):
         task.add_done_callback(self._write_done)
         return await asyncio.shield(task)
 
-
     def _write_done(self, task: asyncio.Future[Any]) -> None:
         self._writes.discard(task)
         if not task.cancelled():
@@ -716,7 +715,7 @@ class AsyncStore(_StoreCore):
     async def close(self) -> None:
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
-        if self._audit_writer is not None:
+        if isinstance(self._audit_writer, AsyncAuditWriter):
             await self._audit_writer.close()
         await self._readers.close()
         await self.engine.dispose()
@@ -956,7 +955,7 @@ class AsyncStore(_StoreCore):
         after_id: int = 0,
     ) -> list[AuditEntry]:
         """As `Store.list_audit`."""
-        if self._audit_writer is not None:
+        if isinstance(self._audit_writer, AsyncAuditWriter):
             await self._audit_writer.flush()
         return await self._run(
             LIST_AUDIT, _audit.list_audit(grant_id, since, until, limit, after_id)

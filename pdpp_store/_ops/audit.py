@@ -121,7 +121,7 @@ def audit_context(
         )
     outer = _READER.get()
     reader = Reader(
-        surface,  # type: ignore[arg-type]  # checked above
+        surface,  # checked above
         _optional_text(request_id, "request_id") or (outer.request_id if outer else None),
         _optional_text(client, "client") or (outer.client if outer else None),
     )
@@ -190,9 +190,7 @@ def _terms(asked: Mapping[str, object]) -> dict[str, Any]:
             terms[name] = GIVEN
         elif name == "changes_since":
             terms[name] = value if value == "beginning" else GIVEN
-        elif name == "uri" and isinstance(value, str) and value.startswith(
-            FIELD_WINDOW_URI_PREFIX
-        ):
+        elif name == "uri" and isinstance(value, str) and value.startswith(FIELD_WINDOW_URI_PREFIX):
             terms.update(_window_terms(value))
         else:
             terms[name] = _plain(value)

@@ -155,10 +155,8 @@ class SyncAuditWriter:
             thread = self._thread
         if thread is not None:
             thread.join()
-        try:
+        with contextlib.suppress(Exception):  # reported by flush; closing does not raise for it
             self.flush()
-        except Exception:  # reported by flush; a closing store does not raise for its audit
-            pass
 
 
 class AsyncAuditWriter:
@@ -215,7 +213,5 @@ class AsyncAuditWriter:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        try:
+        with contextlib.suppress(Exception):  # reported by flush; closing does not raise for it
             await self.flush()
-        except Exception:  # reported by flush; a closing store does not raise for its audit
-            pass

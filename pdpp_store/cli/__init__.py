@@ -48,10 +48,10 @@ Rules:
 5. Like every surface, this package imports public names only (and its own `_io`, `_root`).
 
 A package with a module per command group (`owner`, `reads`, `records`, `aggregate`, `blobs`,
-`grants`, `audit`, `serving`, `demo`), each command a dozen lines of options around one library call;
-what they share is in `_io` (the store and grant options, JSON reading, `--format`) and `_root`
-(the group and its error envelope). A new group is a new module, imported below so that its
-commands register, and its operations listed in `OPERATIONS`.
+`grants`, `audit`, `serving`, `demo`), each command a dozen lines of options around one library
+call; what they share is in `_io` (the store and grant options, JSON reading, `--format`) and
+`_root` (the group and its error envelope). A new group is a new module, imported below so that
+its commands register, and its operations listed in `OPERATIONS`.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def audit_group() -> None:
     "--after-id", "after_id", type=int, default=0, metavar="ID", help="Entries after this id."
 )
 @click.pass_context
-def audit_list(
+def audit_list(  # noqa: PLR0917 (click passes each option by keyword)
     ctx: click.Context,
     grant_id: str | None,
     since: str | None,

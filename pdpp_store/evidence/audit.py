@@ -15,7 +15,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ._schema import card, nullable
@@ -40,7 +40,7 @@ class AuditEntry:
     record_ids: tuple[str, ...] = ()
     record_count: int = 0
     fields: tuple[str, ...] = ()
-    terms: Mapping[str, Any] | None = None
+    terms: Mapping[str, Any] = field(default_factory=dict)
 
     JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
         "AuditEntry",
@@ -96,5 +96,5 @@ class AuditEntry:
             "record_count": self.record_count,
             "fields": list(self.fields),
             "outcome": self.outcome,
-            "terms": dict(self.terms or {}),
+            "terms": dict(self.terms),
         }

@@ -12,12 +12,12 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import create_engine, select
 from _data import MAILBOX, body, grant, ref_id, setup_mailbox
 from _fronts import FRONTS, Front, StoreFront, open_front
+from sqlalchemy import create_engine, select
 
-from pdpp_store._sql.tables import read_audit
 from pdpp_store import AuditEntry, BadRequest, RecordRef, StoreError, audit_context
+from pdpp_store._sql.tables import read_audit
 
 STREAM = "message_bodies"
 CANARY = "kakapocanary7731"
@@ -72,25 +72,32 @@ def test_every_read_is_recorded_with_what_was_asked_and_served(store: StoreFront
     record, window, described, search, first, second, aggregate, schema, resource = entries
     assert {e.grant_id for e in entries} == {"g-audit"}
     assert {e.surface for e in entries} == {"library"}
-    assert record.record_ids == (f"{MAILBOX}/{STREAM}:e1",) and record.record_count == 1
-    assert record.stream == STREAM and record.connection_id == MAILBOX
+    assert record.record_ids == (f"{MAILBOX}/{STREAM}:e1",)
+    assert record.record_count == 1
+    assert record.stream == STREAM
+    assert record.connection_id == MAILBOX
     assert "body_text" in record.fields
-    assert window.record_ids == (f"{MAILBOX}/{STREAM}:e1",) and window.fields == ("body_text",)
+    assert window.record_ids == (f"{MAILBOX}/{STREAM}:e1",)
+    assert window.fields == ("body_text",)
     assert window.terms == {"record": ref_id("e1"), "field": "body_text", "limit_chars": 10}
     assert described.record_ids == (f"{MAILBOX}/{STREAM}:e2",)
     assert described.fields == ("body_text",)
     assert search.terms == {"q": "invoice", "filter": {"message_id": "m-e1"}}
     assert search.record_count == len(search.record_ids) >= 1
-    assert first.record_count == 1 and first.terms == {"stream": STREAM, "limit": 1}
+    assert first.record_count == 1
+    assert first.terms == {"stream": STREAM, "limit": 1}
     assert second.terms == {"stream": STREAM, "limit": 1, "cursor": "<given>"}
     assert first.record_ids != second.record_ids
-    assert aggregate.record_count == 0 and aggregate.record_ids == ()
-    assert schema.operation == "describe_grant" and schema.record_ids == ()
+    assert aggregate.record_count == 0
+    assert aggregate.record_ids == ()
+    assert schema.operation == "describe_grant"
+    assert schema.record_ids == ()
     assert resource.record_ids == (f"{MAILBOX}/{STREAM}:e2",)
     assert entries == sorted(entries, key=lambda e: e.audit_id)
     assert all(e.at <= datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") for e in entries)
     text = json.dumps([e.to_dict() for e in entries])
-    assert CANARY not in text and SECOND not in text  # never a value
+    assert CANARY not in text
+    assert SECOND not in text
 
 
 def test_refusals_are_recorded_with_their_code(store: StoreFront) -> None:
@@ -108,8 +115,10 @@ def test_refusals_are_recorded_with_their_code(store: StoreFront) -> None:
         ("query_records", undeclared.value.code),
         ("search", bad.value.code),
     ]
-    assert entries[0].record_ids == () and entries[0].record_count == 0
-    assert entries[0].stream == STREAM and entries[0].connection_id == MAILBOX
+    assert entries[0].record_ids == ()
+    assert entries[0].record_count == 0
+    assert entries[0].stream == STREAM
+    assert entries[0].connection_id == MAILBOX
     assert entries[1].stream == "no_such_stream"
     assert entries[2].terms == {"q": "invoice", "limit": 0}
 
