@@ -334,7 +334,14 @@ def _ranked(  # noqa: PLR0917 - what the order reads
     In `desc`/`asc` order the score does not decide the order: only the chosen hits are scored.
     """
     needles = [term.folded for term in query.terms]
-    keys = yield from _matching_keys(stream_grants, groups, query, None, ALL_HITS)
+
+    def targets_of(chosen: Sequence[search_sql.Key]) -> list[search_sql.Target]:
+        return [(*key, path) for key in chosen for path in paths_of.get(key[:2], ())]
+
+    if ordering == "relevance":
+        keys, counts = yield from _counted_hits(stream_grants, groups, query, targets_of)
+    else:
+        keys = yield from _matching_keys(stream_grants, groups, query, None, ALL_HITS)
     if not keys:
         return 0, []
     timed = [(*key, order_paths[key[:2]]) for key in keys if key[:2] in order_paths]
@@ -347,21 +354,12 @@ def _ranked(  # noqa: PLR0917 - what the order reads
     def compare(left: Position, right: Position) -> int:
         return _compare(left, right, ordering)
 
-    def targets_of(chosen: Sequence[search_sql.Key]) -> list[search_sql.Target]:
-        return [(*key, path) for key in chosen for path in paths_of.get(key[:2], ())]
-
     if ordering != "relevance":
         placed = _in_order([(0.0, instants.get(key), *key) for key in keys], ordering)
         start = 0 if after is None else _after_position(placed, after, ordering)
         chosen = [entry[2:] for entry in placed[start : start + wanted]]
         scores = yield from _scores(stream_grants, targets_of(chosen), needles)
         return len(keys), [(scores.get(key, 0.0), instants.get(key), *key) for key in chosen]
-    chunks = -(-relevance.SCORE_CHARS // CHUNK_CHARS)
-    counts = ranking_sql.field_counts(
-        (yield ranking_sql.occurrence_counts(stream_grants, targets_of(keys), needles, chunks))
-        or [],
-        needles,
-    )
     candidates: list[Position] = []
     for key in keys:
         fields = [counts[t] for t in targets_of([key]) if t in counts]
@@ -387,6 +385,98 @@ def _ranked(  # noqa: PLR0917 - what the order reads
                 scored.append(entry)
         _in_order(scored, ordering)
     return len(keys), scored[:wanted]
+
+
+SCORE_CHUNKS = -(-relevance.SCORE_CHARS // CHUNK_CHARS)
+"""The chunks that hold a field's scored prefix."""
+Counts = dict[search_sql.Target, tuple[tuple[int, ...], int]]
+"""Per searched field of a hit: its needles' occurrence counts in the scored prefix, and its
+whole length (`ranking_sql.field_counts`)."""
+
+
+def _counted_hits(
+    stream_grants: list[StreamGrant],
+    groups: list[search_sql.SearchGroup],
+    query: SearchQuery,
+    targets_of: Any,
+) -> Op[tuple[list[search_sql.Key], Counts]]:
+    """Every hit, in key order, with the occurrence counts of its searched fields: the same
+    hits as `_matching_keys(..., ALL_HITS)`, found by counting instead of re-checking.
+
+    The records its two phases name (the first `SCAN_RECORDS` in scope, then the index's
+    candidates for the longest term, batch by batch) are counted (`ranking_sql.hit_counts`)
+    instead of re-checked and then counted: a record whose searched fields all lie within the
+    counted prefix is a hit exactly when every needle is counted in one of them; a record
+    where a needle is counted nowhere but a field runs past the prefix is re-checked on its
+    whole text (`search_sql.hits`). With no term the index can serve, the rest of the records
+    is scanned as `_matching_keys` scans it, and its hits counted after."""
+    needles = [term.folded for term in query.terms]
+    keys_of = search_sql.hit_keys
+    scanned = keys_of((yield search_sql.next_keys(stream_grants, groups, None, SCAN_RECORDS)) or [])
+    if not scanned:
+        return [], {}
+    longest = max(needles, key=len)
+    if len(scanned) == SCAN_RECORDS and len(longest) < MIN_INDEXED_NEEDLE:
+        keys = yield from _matching_keys(stream_grants, groups, query, None, ALL_HITS)
+        request = ranking_sql.occurrence_counts(
+            stream_grants, targets_of(keys), needles, SCORE_CHUNKS
+        )
+        return keys, ranking_sql.field_counts((yield request) or [], needles)
+    keys: list[search_sql.Key] = []
+    counts: Counts = {}
+
+    def counted(among: list[search_sql.Key]) -> Op[None]:
+        request = ranking_sql.hit_counts(stream_grants, groups, needles, SCORE_CHUNKS, among)
+        found = ranking_sql.field_counts((yield request) or [], needles)
+        hits, unsure = _decided(among, found, len(needles))
+        if unsure:
+            rows = yield search_sql.hits(
+                stream_grants, groups, needles, None, len(unsure), among=unsure
+            )
+            hits |= set(keys_of(rows or []))
+        keys.extend(key for key in among if key in hits)
+        counts.update((target, value) for target, value in found.items() if target[:3] in hits)
+
+    yield from counted(scanned)
+    if len(scanned) < SCAN_RECORDS:
+        return keys, counts
+    names = [grant.name for grant in stream_grants]
+    position = scanned[-1]
+    size = CANDIDATE_BATCH
+    while True:
+        batch = keys_of((yield search_sql.candidates(groups, names, longest, position, size)) or [])
+        if not batch:
+            break
+        yield from counted(batch)
+        if len(batch) < size:
+            break
+        position = batch[-1]
+        size = min(size * 2, MAX_CANDIDATE_BATCH)
+    return keys, counts
+
+
+def _decided(
+    among: list[search_sql.Key], found: Counts, needles: int
+) -> tuple[set[search_sql.Key], list[search_sql.Key]]:
+    """The records of `among` that `found`'s counts prove hits, and those they cannot decide
+    (a needle counted in none of the record's fields while one of them is longer than the
+    counted prefix), in `among`'s order."""
+    fields: dict[search_sql.Key, list[tuple[tuple[int, ...], int]]] = {}
+    for target, value in found.items():
+        fields.setdefault(target[:3], []).append(value)
+    hits: set[search_sql.Key] = set()
+    unsure: list[search_sql.Key] = []
+    for key in among:
+        mine = fields.get(key)
+        if not mine:
+            continue
+        long_field = any(size > relevance.SCORE_CHARS for _, size in mine)
+        counted = all(any(counts[n] for counts, _ in mine) for n in range(needles))
+        if counted:
+            hits.add(key)
+        elif long_field:
+            unsure.append(key)
+    return hits, unsure
 
 
 SCORE_BATCH = 64

@@ -6,29 +6,62 @@ Rules:
 1. Only targets the operation chose (the hits' searchable granted fields, the granted order
    field) are read, each joined to its record under its stream grant's visibility, as the
    page's evidence is (`search._page_fields`): nothing else leaves the database.
+   `hit_counts` reads the searched groups' paths of given records under the search's own
+   scope (`search._in_scope`'s visibility, connections and filter), as `search.hits` does.
 2. Texts are the stored chunks, first `chunks` of each field, in order, with the field's whole
    length: the score reads a bounded prefix (`relevance.SCORE_CHARS`).
+3. Occurrences are counted in the database (`replace`), never by sending text: the folded
+   prefix has `min(size_chars, chunks * CHUNK_CHARS)` code points (folding keeps lengths), so
+   one `replace` per needle gives its count.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 from typing import Any
 
-from sqlalchemy import Integer, Select, String, and_, bindparam, func, literal, select
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    and_,
+    bindparam,
+    false,
+    func,
+    literal,
+    or_,
+    select,
+)
 
+from pdpp_store._core.filters import Filter
 from pdpp_store._core.grants import StreamGrant
+from pdpp_store._core.values import CHUNK_CHARS
 
-from .dialects import Capabilities, bound_rows
+from . import visibility
+from .dialects import Capabilities, bound_rows, least
+from .filters import filter_condition
 from .requests import Execute, Rows
-from .search import _TARGET_COLUMNS, Target, _bound_json, _page_fields, _page_params
-from .tables import field_chunks, fields
-from .visibility import GrantShape, same_record
+from .search import (
+    _TARGET_COLUMNS,
+    Key,
+    SearchGroup,
+    Target,
+    _bound_json,
+    _keys_table,
+    _layout,
+    _page_fields,
+    _page_params,
+    _scope_params,
+)
+from .tables import field_chunks, fields, records
+from .visibility import GrantShape, kind_in, same_record
 
 __all__ = [
     "field_counts",
     "field_texts",
+    "hit_counts",
     "occurrence_counts",
     "scored_texts",
     "time_values",
@@ -111,6 +144,25 @@ def _occurrence_counts(
 ) -> Select[Any]:
     targets = bound_rows(caps, "r_targets", _TARGET_COLUMNS)
     joined, conditions = _page_fields(shapes, targets)
+    joined, removed = _prefix_counts(joined, needles, chunks, "r_n")
+    return (
+        select(
+            fields.c.connection_id,
+            fields.c.stream,
+            fields.c.record_id,
+            fields.c.path,
+            fields.c.size_chars,
+            *removed,
+        )
+        .select_from(joined)
+        .where(conditions)
+    )
+
+
+def _prefix_counts(joined: Any, needles: int, chunks: int, prefix_name: str) -> tuple[Any, list[Any]]:
+    """`joined` (which holds `fields`) with the field's first `chunks` chunks outer-joined, and
+    per needle (parameters `<prefix_name><n>`) the code points its occurrences take in the
+    folded prefix, labelled `removed<n>` (Rule 3)."""
     prefix: Any = literal("", String)
     for number in range(chunks):
         chunk = field_chunks.alias(f"c{number}")
@@ -123,13 +175,71 @@ def _occurrence_counts(
             ),
         )
         prefix = prefix + func.coalesce(chunk.c.folded, chunk.c.text, "")
+    length = least(fields.c.size_chars, chunks * CHUNK_CHARS)
     removed = [
         (
-            func.length(prefix)
-            - func.length(func.replace(prefix, bindparam(f"r_n{n}", type_=String), ""))
+            length
+            - func.length(func.replace(prefix, bindparam(f"{prefix_name}{n}", type_=String), ""))
         ).label(f"removed{n}")
         for n in range(needles)
     ]
+    return joined, removed
+
+
+def hit_counts(
+    grants: Sequence[StreamGrant],
+    groups: Sequence[SearchGroup],
+    needles: Sequence[str],
+    chunks: int,
+    among: Sequence[Key],
+) -> Execute:
+    """For each of the records `among` that the search may return (`search._in_scope` without
+    the terms: visible under its stream grant, in a searched connection, matching its group's
+    filter), each of its group's searched paths that is text-like: the field's whole length and
+    the needles' occurrence counts in its folded first `chunks` chunks, as `occurrence_counts`
+    gives them (decoded by `field_counts`). A record whose searched fields all lie within the
+    counted prefix is a hit exactly when every needle is counted in one of them: the counts
+    decide the hit and bound its score in one pass over the text."""
+    params: dict[str, Any] = {
+        **_scope_params(grants, groups, None),
+        "k_keys": _bound_json(among),
+        **{f"k_n{n}": needle for n, needle in enumerate(needles)},
+    }
+    for number, group in enumerate(groups):
+        params[f"kp{number}"] = list(group.paths)
+    shapes, layout = _layout(grants, groups)
+    filters = tuple(group.filter for group in groups)
+    if not any(f.clauses for f in filters):
+        filters = ()
+    return Execute(partial(_hit_counts, shapes, layout, filters, len(needles), chunks), params)
+
+
+def _searched_paths(group: int) -> ColumnElement[bool]:
+    """The field is one of group `group`'s searched paths (Rule 1)."""
+    return fields.c.path.in_(bindparam(f"kp{group}", expanding=True))
+
+
+@lru_cache(maxsize=512)  # a filter's values are part of the statement: bounded, not `cache`
+def _hit_counts(  # noqa: PLR0917 - the statement's shape
+    shapes: tuple[GrantShape, ...],
+    layout: tuple[int, ...],
+    filters: tuple[Filter, ...],
+    needles: int,
+    chunks: int,
+    caps: Capabilities,
+) -> Select[Any]:
+    keys = _keys_table(caps, "k_keys")
+    joined = keys.join(records, same_record(records, keys)).join(fields, same_record(fields, records))
+    in_scope: list[ColumnElement[bool]] = [
+        and_(
+            visibility.visible_records(shapes[grant_index], f"g{grant_index}"),
+            records.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
+            _searched_paths(number),
+            *((filter_condition(filters[number], records),) if filters else ()),
+        )
+        for number, grant_index in enumerate(layout)
+    ]
+    joined, removed = _prefix_counts(joined, needles, chunks, "k_n")
     return (
         select(
             fields.c.connection_id,
@@ -140,7 +250,7 @@ def _occurrence_counts(
             *removed,
         )
         .select_from(joined)
-        .where(conditions)
+        .where(or_(*in_scope) if in_scope else false(), kind_in(text_like=True))
     )
 
 

@@ -280,9 +280,12 @@ def _keep_grants(real: Callable[..., Any]) -> Callable[..., Any]:
 def test_paths_removed_from_the_search_sql_fail_the_proofs(
     loaded: Store, breakable: pytest.MonkeyPatch
 ) -> None:
-    """The hit statement matches terms in any field of the record, not only the searched ones
-    (the evidence stays correct, so only the page's shape can tell)."""
-    from sqlalchemy import Integer, bindparam, exists
+    """The hit statements match terms in any field of the record, not only the searched ones:
+    the key-order re-check and relevance order's counts (the evidence stays correct, so only
+    the page's shape can tell)."""
+    from sqlalchemy import Integer, bindparam, exists, true
+
+    from pdpp_store._sql import ranking as ranking_sql
 
     from pdpp_store._sql.dialects import strpos
     from pdpp_store._sql.match import haystack_at as _haystack_at
@@ -300,6 +303,7 @@ def test_paths_removed_from_the_search_sql_fail_the_proofs(
         )
 
     breakable.setattr(search_sql, "_term_occurs", any_field)
+    breakable.setattr(ranking_sql, "_searched_paths", lambda group: true())
     _fails(loaded)
 
 
@@ -346,7 +350,8 @@ def test_index_candidates_taken_unchecked_fail_the_proofs(
     loaded: Store, breakable: pytest.MonkeyPatch
 ) -> None:
     """The index's candidates returned as hits, without the hit statement's re-check (grant,
-    visibility, the text itself): the index only ever narrows, and the proofs show it."""
+    visibility, the text itself), in key order and in relevance order (where the counts
+    re-check them): the index only ever narrows, and the proofs show it."""
 
     def trusting(
         stream_grants: Any, groups: Any, query: Any, after: Any, wanted: int
@@ -357,7 +362,14 @@ def test_index_candidates_taken_unchecked_fail_the_proofs(
         rows = yield search_sql.candidates(groups, names, longest, start, wanted)
         return search_sql.hit_keys(rows or [])
 
+    def trusting_counted(
+        stream_grants: Any, groups: Any, query: Any, targets_of: Any
+    ) -> Generator[Any, Any, Any]:
+        keys = yield from trusting(stream_grants, groups, query, None, search_ops.ALL_HITS)
+        return keys, {}
+
     breakable.setattr(search_ops, "_matching_keys", trusting)
+    breakable.setattr(search_ops, "_counted_hits", trusting_counted)
     _fails(loaded)
 
 
