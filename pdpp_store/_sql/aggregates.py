@@ -351,13 +351,13 @@ def _limb(fraction: Any, scale: Any, j: int) -> Any:
     """Places 6j-5..6j of a fraction `fraction` * 10**-scale, as an integer with its sign."""
 
     def divisor(k: int) -> int:  # the fraction's places after the limb's last
-        return 10 ** max(k - 6 * j, 0)
+        return int(10 ** max(k - 6 * j, 0))
 
     def shift(k: int) -> int:  # the places the limb lacks after the fraction's last
-        return 10 ** min(max(6 * j - k, 0), 6)  # (a limb past them all is 0: `keep` is 1)
+        return int(10 ** min(max(6 * j - k, 0), 6))  # (a limb past them all is 0: `keep` is 1)
 
     def keep(k: int) -> int:  # the fraction's places up to the limb's last
-        return 10 ** min(max(k - 6 * (j - 1), 0), 6)
+        return int(10 ** min(max(k - 6 * (j - 1), 0), 6))
 
     return ((fraction // _by_scale(scale, divisor)) % _by_scale(scale, keep)) * _by_scale(
         scale, shift

@@ -364,7 +364,7 @@ def _summed_exactly(value: float) -> bool:
     decimal has at most 22 decimal places, below 2**53 unless whole, and not one of 16
     significant digits whose mantissa is 2**53 or more."""
     exact = _exact(value)
-    sign, digits, exponent = exact.normalize().as_tuple()
+    _, digits, exponent = exact.normalize().as_tuple()
     assert isinstance(exponent, int)
     if exact == exact.to_integral_value():
         return abs(exact) < 2**62
@@ -405,8 +405,10 @@ def test_sums_of_fractions_are_exact(store: StoreFront) -> None:
         store.upsert_records(conn, STREAM, [{"id": "closing", "n": closing}])
         whole = exact_sum([total, _exact(closing)])
         got = store.aggregate(grant, STREAM, metric="sum", field="n").value
-        assert got == _shown(whole) and isinstance(got, int) == (whole == int(whole)), whole
+        assert got == _shown(whole), whole
+        assert isinstance(got, int) == (whole == int(whole)), whole
         grouped = store.aggregate(grant, STREAM, metric="sum", field="n", group_by="flag")
+        assert grouped.groups is not None
         sums: dict[Any, Decimal] = {None: _exact(closing)}
         for i, n in enumerate(numbers):
             sums[i % 2 == 0] = exact_sum([sums.get(i % 2 == 0, Decimal(0)), _exact(n)])
