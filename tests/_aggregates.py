@@ -1,15 +1,16 @@
 """Test material for aggregates: a manifest declaring every aggregation, and the Python oracle
 (`expected`) that answers an aggregate from the records themselves, independently of the SQL:
 visibility from the grant's terms, values from `_core.filters.comparable`, time buckets from
-`zoneinfo` (`datetime.astimezone`), sums in exact `Decimal`.
+`zoneinfo` (`datetime.astimezone`), sums in exact `Decimal` of each number's shortest decimal
+(never rounded).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -17,7 +18,7 @@ from pdpp_store import StreamGrant
 from pdpp_store._core.filters import Filter, comparable, matches, stored_text
 from pdpp_store._core.grants import normalize_instant
 
-__all__ = ["AGG_MANIFEST", "CONNECTOR", "STREAM", "Question", "expected"]
+__all__ = ["AGG_MANIFEST", "CONNECTOR", "STREAM", "Question", "exact_sum", "expected"]
 
 STREAM = "events"
 CONNECTOR = "https://example.com/connectors/aggregates"
@@ -112,6 +113,17 @@ def _exact(value: int | float) -> Decimal:
     return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
 
 
+_UNROUNDED = Context(prec=MAX_PREC, Emin=MIN_EMIN, Emax=MAX_EMAX)
+
+
+def exact_sum(values: Iterable[Decimal]) -> Decimal:
+    """The sum of decimals, never rounded (Python's default context keeps 28 digits)."""
+    total = Decimal(0)
+    for value in values:
+        total = _UNROUNDED.add(total, value)
+    return total
+
+
 def _shown_instant(instant: str) -> str:
     return instant[:19] + "Z" if instant.endswith(".000000Z") else instant
 
@@ -150,9 +162,7 @@ def _metric(question: Question, chosen: Sequence[Mapping[str, Any]]) -> Any:
         return len({(f.kind, f.value) for f in forms if f is not None and f.kind != "null"})
     numbers = question.field == "n"
     if question.metric == "sum":
-        total = sum(
-            (_exact(f.value) for f in forms if f is not None and f.kind == "number"), Decimal(0)
-        )
+        total = exact_sum(_exact(f.value) for f in forms if f is not None and f.kind == "number")
         return int(total) if total == total.to_integral_value() else float(total)
     if numbers:
         values: list[Any] = [f.value for f in forms if f is not None and f.kind == "number"]

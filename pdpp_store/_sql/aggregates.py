@@ -8,9 +8,18 @@ Rules:
    joined by key (their own value, `element` 0) with an outer join, so a record without the field
    still counts, in the group whose key is null.
 2. Numbers are `num` (exact NUMERIC), instants `instant`, strings and booleans `text` (folded,
-   `stored_text`). A sum is exact where the database sums NUMERIC exactly
-   (`Capabilities.sums_exactly`); elsewhere integers are summed exactly in two 32-bit halves
-   (a sum of 64-bit integers could overflow) and non-integral numbers as doubles.
+   `stored_text`). A sum is the exact sum of the numbers' shortest decimals (what Postgres's
+   NUMERIC holds), the same on every database. Where the database sums NUMERIC exactly
+   (`Capabilities.sums_exactly`) it is `sum(num)`. Elsewhere (SQLite keeps a non-integral
+   number as a double) it is computed in integers, in SQL: each double's decimal scale
+   (`_scale`: the fewest places whose mantissa below 2**53 divides back to the double; for 17
+   significant digits, the nearest mantissa by an exact two-product), its mantissa split
+   into an integer part (two 32-bit halves) and 22 decimal places (two limbs of 11), and the
+   four summed: no SUM can overflow below 2**31 numbers (a limb sum: 9.2e7). Groups are
+   ordered by the parts carried into one canonical form (`_exact_order`), so exactly. Exact
+   for every number whose shortest decimal has at most 22 places and is below 2**53 unless
+   whole, save 16 digits with a mantissa of 2**53 or more (its nearest 17-digit decimal is
+   summed); beyond, a double's own value, to 10**-22.
 3. Time buckets (`_core.aggregates` rule 5) are integer arithmetic on the instant's text: its
    date and time read by position (`YYYY-MM-DDTHH:MM:SS`), the date counted in days since
    0000-03-01 (the civil-days algorithm, integers only), the zone's offset chosen by a balanced
@@ -24,7 +33,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
 from typing import Any
 
 from sqlalchemy import (
@@ -62,6 +71,7 @@ __all__ = [
     "aggregate",
     "aggregate_groups",
     "aggregate_value",
+    "exact_sum",
     "instant_range",
     "instant_span",
 ]
@@ -251,19 +261,147 @@ def _metric(plan: AggregatePlan, caps: Capabilities, rows: Any) -> list[Any]:
         return [_raw(function(column)).label("value")]
     if caps.sums_exactly:
         return [_raw(func.sum(number)).label("value")]
-    integral = rows.c.m_kind == literal("number")
-    whole = and_(integral, func.typeof(rows.c.m_num) == literal("integer"))
-    fraction = and_(integral, func.typeof(rows.c.m_num) == literal("real"))
     return [
-        func.sum(case((whole, rows.c.m_num.op(">>")(32)), else_=null())).label("sum_high"),
-        func.sum(case((whole, rows.c.m_num.op("&")(4294967295)), else_=null())).label("sum_low"),
-        func.total(case((fraction, rows.c.m_num), else_=null())).label("sum_real"),
-        func.count(case((fraction, 1), else_=null())).label("sum_reals"),
+        func.sum(rows.c.s_qhi).label("sum_qhi"),
+        func.sum(rows.c.s_qlo).label("sum_qlo"),
+        *(func.sum(rows.c[f"s_f{j}"]).label(f"sum_f{j}") for j in range(1, _LIMBS + 1)),
+    ]
+
+
+MAX_SCALE = 22
+"""The most decimal places a number is summed exactly at where NUMERIC sums are not exact
+(Rule 2): 10**22 is the largest power of ten a double holds exactly."""
+
+_LIMB = 10**6
+_LIMBS = 4
+"""A fraction's 22 decimal places are kept in four integers (limbs) of 6 places each."""
+
+
+def _power(scale: int) -> Any:
+    return bindparam(f"a_p{scale}", float(10**scale), type_=NullType())
+
+
+def _scale(num: Any) -> Any:
+    """The fewest decimal places (1..`MAX_SCALE`) of a non-integral double's shortest decimal
+    (Python's `repr`, what Postgres stores in `num`); 0 for an integer; -1 where no scale gives
+    an integer mantissa below 2**53; null for anything but a number. At scale k the mantissa
+    M = round(num * 10**k) is the decimal's, exactly, when M below 2**53 divided by the exact
+    10**k gives `num` back (IEEE division rounds once, as reading the decimal does)."""
+    whens: list[Any] = [(func.typeof(num) == literal("integer"), 0)]
+    for scale in range(1, MAX_SCALE + 1):
+        scaled = num * _power(scale)
+        fits = and_(func.abs(scaled) < 2.0**53, func.round(scaled) / _power(scale) == num)
+        whens.append((fits, scale))
+    return case((num.is_(None), null()), *whens, else_=-1)
+
+
+def _by_scale(scale: Any, value: Any) -> Any:
+    """A constant per scale 1..`MAX_SCALE` (`value(k)`), chosen by the row's scale."""
+    return case({k: literal(value(k)) for k in range(1, MAX_SCALE + 1)}, value=scale)
+
+
+def _split(value: float) -> tuple[float, float]:
+    """Veltkamp's split of a double into two of 26 bits each (their sum is exact)."""
+    c = 134217729.0 * value
+    high = c - (c - value)
+    return high, value - high
+
+
+def _digits17(num: Any) -> Any:
+    """The scale at which a double between 1e-6 and 2**53 has 17 significant digits (null
+    elsewhere): where its shortest decimal has 17, it is the nearest one at that scale."""
+    whens = [(func.abs(num) >= float(10 ** (16 - k)), k) for k in range(1, 17)]
+    whens += [(func.abs(num) >= 10.0 ** (16 - k), k) for k in range(17, MAX_SCALE + 1)]
+    return case((func.abs(num) >= 2.0**53, null()), *whens, else_=null())
+
+
+def _nearest_mantissa(num: Any, scale: Any) -> Any:
+    """round(num * 10**scale) exactly, for `_digits17`'s scales: the product in two doubles
+    (Dekker's two-product over Veltkamp's split; every step of IEEE arithmetic exact), the
+    first a whole number (it is above 2**53), the second rounded to the nearest integer."""
+    power = _by_scale(scale, lambda k: float(10**k))
+    power_high = _by_scale(scale, lambda k: _split(float(10**k))[0])
+    power_low = _by_scale(scale, lambda k: _split(float(10**k))[1])
+    spread = num * literal(134217729.0)
+    num_high = spread - (spread - num)
+    num_low = num - num_high
+    product = num * power
+    error = (num_high * power_high - product) + num_high * power_low + num_low * power_high
+    error = error + num_low * power_low
+    whole_error = cast(error, BigInteger)
+    rest = error - whole_error
+    nudge = case((rest > 0.5, 1), (rest < -0.5, -1), else_=0)
+    return cast(product, BigInteger) + whole_error + nudge
+
+
+def _mantissas(num: Any, scale: Any) -> list[Any]:
+    """A number's scale and its exact decimal mantissa at it (Rule 2): the scale `_scale` found,
+    or for a double whose shortest decimal has 17 significant digits, `_digits17`'s; -1 and
+    null where neither holds (a double with more than 22 decimal places, or beyond 2**53)."""
+    found = case((scale == -1, func.coalesce(_digits17(num), -1)), else_=scale)
+    mantissa = case(
+        (scale > 0, cast(func.round(num * _by_scale(scale, lambda k: float(10**k))), BigInteger)),
+        (scale == -1, _nearest_mantissa(num, _digits17(num))),
+        else_=null(),
+    )
+    return [found.label("m_scale"), mantissa.label("m_mantissa"), num.label("m_number")]
+
+
+def _limb(fraction: Any, scale: Any, j: int) -> Any:
+    """Places 6j-5..6j of a fraction `fraction` * 10**-scale, as an integer with its sign."""
+
+    def divisor(k: int) -> int:  # the fraction's places after the limb's last
+        return int(10 ** max(k - 6 * j, 0))
+
+    def shift(k: int) -> int:  # the places the limb lacks after the fraction's last
+        return int(10 ** min(max(6 * j - k, 0), 6))  # (a limb past them all is 0: `keep` is 1)
+
+    def keep(k: int) -> int:  # the fraction's places up to the limb's last
+        return int(10 ** min(max(k - 6 * (j - 1), 0), 6))
+
+    return ((fraction // _by_scale(scale, divisor)) % _by_scale(scale, keep)) * _by_scale(
+        scale, shift
+    )
+
+
+def _parts(num: Any, scale: Any, mantissa: Any) -> list[Any]:
+    """A number as four integers the sum adds without overflow (Rule 2): its integer part
+    in a high and a low 32-bit half, and its fraction's 22 decimal places in two limbs of 11
+    (each in -10**11..10**11, with the number's sign). Exact for every number with a scale; the
+    others are split as doubles (the integer part, then the fraction's places by products)."""
+    unit = _by_scale(scale, lambda k: 10 ** min(k, 18))  # |mantissa| < 10**17
+    whole = mantissa // unit  # truncated: the fraction keeps the mantissa's sign
+    fraction = mantissa % unit
+    limbs = [_limb(fraction, scale, j) for j in range(1, _LIMBS + 1)]
+    truncated = cast(num, BigInteger)
+    floor = truncated - case((num < truncated, 1), else_=0)
+    rest = num - floor  # in 0..1, a double: its places by successive products
+    rests = []
+    for _ in range(_LIMBS):
+        rest = rest * literal(float(_LIMB))
+        place = cast(rest, BigInteger)
+        rests.append(place)
+        rest = rest - place
+    integer = case((scale == 0, num), (scale > 0, whole), else_=floor)
+    big = and_(scale == -1, func.abs(num) >= 2.0**62)  # a double beyond SQL's integers
+    big_high = cast(num / literal(4294967296.0), BigInteger)
+    big_low = cast(num - big_high * literal(4294967296.0), BigInteger)
+    return [
+        case((big, big_high), else_=integer.op(">>")(32)).label("s_qhi"),
+        case((big, big_low), else_=integer.op("&")(4294967295)).label("s_qlo"),
+        *(
+            case((scale == 0, 0), (scale > 0, limb), (big, 0), else_=rested).label(f"s_f{j}")
+            for j, (limb, rested) in enumerate(zip(limbs, rests, strict=True), start=1)
+        ),
     ]
 
 
 def _inner(
-    plan: AggregatePlan, grant: StreamGrant, connection_id: str | None, filter: Filter
+    plan: AggregatePlan,
+    caps: Capabilities,
+    grant: StreamGrant,
+    connection_id: str | None,
+    filter: Filter,
 ) -> Any:
     columns: list[Any] = [records.c.record_id.label("r_id")]
     joined: Any = records
@@ -288,6 +426,19 @@ def _inner(
         else:
             columns += _parsed(grouped.c.instant)
     statement = select(*columns).select_from(joined).where(*_where(grant, connection_id, filter))
+    if plan.metric == "sum" and not caps.sums_exactly:
+        # Rule 2: each number's scale found once, then its parts, each step fenced
+        number = case((measured.c.kind == literal("number"), measured.c.num), else_=null())
+        statement = select(*columns, _scale(number).label("m_scale"), number.label("m_number"))
+        statement = statement.select_from(joined).where(*_where(grant, connection_id, filter))
+        scaled = statement.offset(0).subquery("a_measures")
+        own = ("m_scale", "m_number", "m_mantissa")
+        kept = [column for column in scaled.c if column.name not in own]
+        found = select(*kept, *_mantissas(scaled.c.m_number, scaled.c.m_scale))
+        mantissas = found.offset(0).subquery("a_mantissas")
+        kept = [column for column in mantissas.c if column.name not in own]
+        parts = _parts(mantissas.c.m_number, mantissas.c.m_scale, mantissas.c.m_mantissa)
+        statement = select(*kept, *parts).offset(0)
     if plan.group_by_time is None:
         return statement.subquery("a_rows")
     assert plan.offsets is not None
@@ -306,11 +457,30 @@ def _largest_first(plan: AggregatePlan, caps: Capabilities, metric: list[Any]) -
     if plan.metric == "sum":
         if caps.sums_exactly:
             return [func.coalesce(metric[0].element, 0).desc()]
-        high, low, real = (column.element for column in metric[:3])
-        added = func.coalesce(high, 0) * literal_column("4294967296.0") + func.coalesce(low, 0)
-        return [(added + real).desc()]
+        return _exact_order([column.element for column in metric])
     value = metric[0].element
     return [case((value.is_(None), 1), else_=0), value.desc()]
+
+
+def _exact_order(sums: list[Any]) -> list[Any]:
+    """Rule 2's parts of a sum (`sum_qhi`, `sum_qlo`, `sum_f1`..`sum_f4`) carried into one
+    canonical form (a signed high half, then a low half in 0..2**32, then four limbs in
+    0..10**6), ordered largest first: exact whatever the sums' size."""
+    high, low, *places = (func.coalesce(part, 0) for part in sums)
+    limb = literal(_LIMB)
+
+    def floor_div(number: Any) -> Any:  # SQL's integer division truncates
+        return (number - (number % limb + limb) % limb) // limb
+
+    carried = list(places)
+    for j in range(len(carried) - 1, 0, -1):
+        carried[j - 1] = carried[j - 1] + floor_div(carried[j])
+    carried_low = low + floor_div(carried[0])
+    return [
+        (high + carried_low.op(">>")(32)).desc(),
+        carried_low.op("&")(4294967295).desc(),
+        *(((place % limb + limb) % limb).desc() for place in carried),
+    ]
 
 
 def aggregate(
@@ -320,7 +490,7 @@ def aggregate(
     params = _params(grant, connection_id, plan)
 
     def build(caps: Capabilities) -> Select[Any]:
-        rows = _inner(plan, grant, connection_id, filter)
+        rows = _inner(plan, caps, grant, connection_id, filter)
         metric = _metric(plan, caps, rows)
         if plan.group_by is None and plan.group_by_time is None:
             return select(*metric).select_from(rows)
@@ -366,14 +536,27 @@ def _number(value: Any) -> int | float | None:
     return int(value) if isinstance(value, int) else float(value)
 
 
-def _sum(row: Row, caps_exact: bool) -> int | float:
-    if caps_exact or "sum_high" not in row:
+def exact_sum(row: Row) -> Decimal:
+    """A sum as the statement's row holds it, exactly: NUMERIC's own, or (Rule 2) its parts:
+    the integer parts' halves and the fractions' two limbs of 11 decimal places."""
+    if "sum_qhi" not in row:
         found = row["value"]
-        return 0 if found is None else (_number(found) or 0)
-    whole = int(row["sum_high"] or 0) * 4294967296 + int(row["sum_low"] or 0)
-    if not row["sum_reals"]:
-        return whole
-    exact = Decimal(whole) + Decimal(repr(float(row["sum_real"])))
+        if found is None:
+            return Decimal(0)
+        return Decimal(repr(found)) if isinstance(found, float) else Decimal(found)
+    whole = int(row["sum_qhi"] or 0) * 4294967296 + int(row["sum_qlo"] or 0)
+    fraction = 0
+    for j in range(1, _LIMBS + 1):
+        fraction = fraction * _LIMB + int(row[f"sum_f{j}"] or 0)
+    return _EXACT.add(Decimal(whole), Decimal(f"{fraction}e-{6 * _LIMBS}"))
+
+
+_EXACT = Context(prec=MAX_PREC, Emin=MIN_EMIN, Emax=MAX_EMAX)
+"""Decimal arithmetic that never rounds (the default context keeps 28 digits)."""
+
+
+def _sum(row: Row) -> int | float:
+    exact = exact_sum(row)
     return int(exact) if exact == exact.to_integral_value() else float(exact)
 
 
@@ -381,7 +564,7 @@ def _value(plan: AggregatePlan, row: Row) -> int | float | str | None:
     if plan.metric in ("count", "count_distinct"):
         return int(row["value"] or 0)
     if plan.metric == "sum":
-        return _sum(row, "sum_high" not in row)
+        return _sum(row)
     found = row["value"]
     if found is None:
         return None

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
 import pytest
-from _aggregates import AGG_MANIFEST, CONNECTOR, STREAM, Question, expected
+from _aggregates import AGG_MANIFEST, CONNECTOR, STREAM, Question, exact_sum, expected
 from _fronts import StoreFront
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -46,6 +47,7 @@ CHANGES = [
 ]
 LABELS = ["Work", "work", "WORK", "home", "Straße", "STRASSE", "a\x00b", "\x01x", "", "y" * 257]
 NUMBERS = [0, 1, 1.0, -7, 0.5, 2.25, -1.75, 12, 2**40, -(2**39), 3.5]
+NUMBERS += [0.1, 0.2, -0.3, 0.7, 123456.789, 1e-20, 0.3333333333333333, -2.675, 0.30000000000000004]
 
 
 @st.composite
@@ -347,6 +349,78 @@ def test_sums_are_exact_past_64_bits(store: StoreFront) -> None:
     store.upsert_records("c1", STREAM, rows2)
     store.delete_record("c1", STREAM, "h")
     assert store.aggregate(grant, STREAM, metric="sum", field="n").value == 2**64
+
+
+def _exact(value: float) -> Decimal:
+    return Decimal(repr(value))
+
+
+def _shown(total: Decimal) -> int | float:
+    return int(total) if total == total.to_integral_value() else float(total)
+
+
+def _summed_exactly(value: float) -> bool:
+    """What docs/decisions.md promises sums exactly on every database: a number whose shortest
+    decimal has at most 22 decimal places, below 2**53 unless whole, and not one of 16
+    significant digits whose mantissa is 2**53 or more."""
+    exact = _exact(value)
+    _, digits, exponent = exact.normalize().as_tuple()
+    assert isinstance(exponent, int)
+    if exact == exact.to_integral_value():
+        return abs(exact) < 2**62
+    mantissa = int("".join(map(str, digits)))
+    return exponent >= -22 and abs(exact) < 2**53 and not (len(digits) == 16 and mantissa >= 2**53)
+
+
+_DECIMALS = st.builds(
+    lambda mantissa, scale: float(Decimal(mantissa).scaleb(-scale)),
+    st.integers(-(10**17), 10**17) | st.integers(-999, 999),
+    st.integers(0, 22),
+).filter(_summed_exactly)
+
+
+def test_sums_of_fractions_are_exact(store: StoreFront) -> None:
+    """A sum is the exact decimal sum of the numbers as written (what Postgres's NUMERIC
+    holds), on both databases: never a sum of doubles. Each example also adds the number that
+    makes the exact sum whole, which any rounding on the way would miss."""
+    store.register_manifest(AGG_MANIFEST)
+
+    @settings(
+        max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(numbers=st.lists(_DECIMALS, min_size=1, max_size=12))
+    def run(numbers: list[float]) -> None:
+        conn = f"x{next(_CONNECTIONS)}"
+        store.add_connection(conn, CONNECTOR)
+        total = exact_sum(_exact(n) for n in numbers)
+        closing = float(total.to_integral_value() - total)
+        if not _summed_exactly(closing):
+            closing = 0.0
+        rows = [{"id": f"r{i}", "n": n, "flag": i % 2 == 0} for i, n in enumerate(numbers)]
+        rows += [{"id": "closing", "flag": None}]
+        grant = Grant.owner(conn, STREAM)
+        store.upsert_records(conn, STREAM, rows)
+        got = store.aggregate(grant, STREAM, metric="sum", field="n").value
+        assert got == _shown(total), (numbers, total)
+        store.upsert_records(conn, STREAM, [{"id": "closing", "n": closing}])
+        whole = exact_sum([total, _exact(closing)])
+        got = store.aggregate(grant, STREAM, metric="sum", field="n").value
+        assert got == _shown(whole), whole
+        assert isinstance(got, int) == (whole == int(whole)), whole
+        grouped = store.aggregate(grant, STREAM, metric="sum", field="n", group_by="flag")
+        assert grouped.groups is not None
+        sums: dict[Any, Decimal] = {None: _exact(closing)}
+        for i, n in enumerate(numbers):
+            sums[i % 2 == 0] = exact_sum([sums.get(i % 2 == 0, Decimal(0)), _exact(n)])
+        order = sorted(sums.items(), key=lambda item: (-item[1], _FLAG_ORDER[item[0]]))
+        want = [(key, _shown(value)) for key, value in order]
+        assert [(group.key, group.value) for group in grouped.groups] == want, sums
+
+    run()
+
+
+_FLAG_ORDER = {False: 0, True: 1, None: 2}
+"""The order of equal sums: by the key's kind (boolean before null), then its text."""
 
 
 def test_keys_are_comparable_forms(store: StoreFront) -> None:
