@@ -287,7 +287,7 @@ def _serving(
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a loaded 2-core machine starts a server slowly
         while True:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("pdpp-store serve did not start")

@@ -318,7 +318,7 @@ class Store(_StoreCore):
         self._audit_writer = (
             None
             if self._auditing is None
-            else SyncAuditWriter(engine, self._auditing, _audit.write_entries)
+            else SyncAuditWriter(engine, self._auditing, _audit.write_entries, busy_timeout_s)
         )
         self._reader = HeldReader(engine)
         self._busy_timeout_s = busy_timeout_s
@@ -644,7 +644,7 @@ class AsyncStore(_StoreCore):
         self._audit_writer = (
             None
             if self._auditing is None
-            else AsyncAuditWriter(engine, self._auditing, _audit.write_entries)
+            else AsyncAuditWriter(engine, self._auditing, _audit.write_entries, busy_timeout_s)
         )
         self._readers = AsyncReaders(engine, busy_timeout_s)
         self._busy_timeout_s = busy_timeout_s

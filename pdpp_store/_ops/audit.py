@@ -62,7 +62,6 @@ from pdpp_store.evidence import (
 )
 
 from .catalogue import Operation
-from .grants import now_instant
 
 __all__ = [
     "MAX_LIST",
@@ -86,6 +85,8 @@ MAX_RECORD_IDS = 100
 MAX_TERM_CHARS = 1000
 MAX_LIST = 1000
 GIVEN = "<given>"
+INSTANT_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+"""`normalize_instant`'s fixed-width form, written straight from the clock (no parse per read)."""
 
 
 @dataclass(slots=True)
@@ -307,7 +308,7 @@ def entry_row(
         or (record.connection_id if isinstance(record, RecordRef) else None)
     )
     return {
-        "at": now_instant(),
+        "at": datetime.now(UTC).strftime(INSTANT_FORMAT),
         "request_id": reader.request_id if reader else None,
         "grant_id": grant.grant_id if isinstance(grant, Grant) else _grant_id_of(grant),
         "client": reader.client if reader else None,

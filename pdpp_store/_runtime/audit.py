@@ -11,7 +11,10 @@ Rules:
 2. `flush()` writes what is pending now (the owner's `list_audit` asks for it first, so a
    process sees its own reads); `close()` stops the writer and flushes, so a store closed in
    the ordinary way loses nothing. A process that dies loses at most the last interval.
-3. A batch the database refuses (locked past the busy timeout, gone) is kept and retried at the
+3. The writer has an engine of its own (one connection, the store's options and hooks), made at
+   its first batch: it never takes a pooled connection a read or a write of the store waits
+   for, and the store's engine carries only the store's own statements.
+4. A batch the database refuses (locked past the busy timeout, gone) is kept and retried at the
    next interval; at most `MAX_PENDING` entries wait, and past that the oldest are dropped and
    counted. The log says how many, never what: an entry holds query terms.
 """
@@ -25,12 +28,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import Engine
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from pdpp_store._core.errors import StoreError
 from pdpp_store._sql.requests import Op
 
+from .engines import engine_options, install_hooks
 from .transactions import run_async, run_sync
 
 __all__ = [
@@ -85,6 +89,25 @@ class Pending:
         return len(self._entries)
 
 
+def _own_options(url: str, busy_timeout_s: float) -> dict[str, Any]:
+    return {**engine_options(url, busy_timeout_s), "pool_size": 1, "max_overflow": 0}
+
+
+def _own_sync(engine: Engine, busy_timeout_s: float) -> Engine:
+    """The writer's own engine beside the store's (rule 3)."""
+    url = engine.url.render_as_string(hide_password=False)
+    own = create_engine(url, **_own_options(url, busy_timeout_s))
+    install_hooks(own, busy_timeout_s)
+    return own
+
+
+def _own_async(engine: AsyncEngine, busy_timeout_s: float) -> AsyncEngine:
+    url = engine.url.render_as_string(hide_password=False)
+    own = create_async_engine(url, **_own_options(url, busy_timeout_s))
+    install_hooks(own.sync_engine, busy_timeout_s)
+    return own
+
+
 def _batches(entries: list[Entry]) -> list[list[Entry]]:
     return [entries[i : i + BATCH_ROWS] for i in range(0, len(entries), BATCH_ROWS)]
 
@@ -106,9 +129,12 @@ class SyncAuditWriter:
         engine: Engine,
         pending: Pending,
         write: WriteOp,
+        busy_timeout_s: float,
         interval_s: float = FLUSH_INTERVAL_S,
     ) -> None:
-        self._engine = engine
+        self._store_engine = engine
+        self._busy_timeout_s = busy_timeout_s
+        self._engine: Engine | None = None
         self._pending = pending
         self._write = write
         self._interval_s = interval_s
@@ -141,6 +167,8 @@ class SyncAuditWriter:
             try:
                 for number, batch in enumerate(_batches(entries)):
                     try:
+                        if self._engine is None:
+                            self._engine = _own_sync(self._store_engine, self._busy_timeout_s)
                         run_sync(self._engine, self._write(batch), write=True)
                     except BaseException as failed:
                         self._pending.keep([e for b in _batches(entries)[number:] for e in b])
@@ -157,6 +185,9 @@ class SyncAuditWriter:
             thread.join()
         with contextlib.suppress(Exception):  # reported by flush; closing does not raise for it
             self.flush()
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
 
 
 class AsyncAuditWriter:
@@ -167,9 +198,12 @@ class AsyncAuditWriter:
         engine: AsyncEngine,
         pending: Pending,
         write: WriteOp,
+        busy_timeout_s: float,
         interval_s: float = FLUSH_INTERVAL_S,
     ) -> None:
-        self._engine = engine
+        self._store_engine = engine
+        self._busy_timeout_s = busy_timeout_s
+        self._engine: AsyncEngine | None = None
         self._pending = pending
         self._write = write
         self._interval_s = interval_s
@@ -199,6 +233,8 @@ class AsyncAuditWriter:
             try:
                 for number, batch in enumerate(_batches(entries)):
                     try:
+                        if self._engine is None:
+                            self._engine = _own_async(self._store_engine, self._busy_timeout_s)
                         await run_async(self._engine, self._write(batch), write=True)
                     except BaseException as failed:
                         self._pending.keep([e for b in _batches(entries)[number:] for e in b])
@@ -215,3 +251,6 @@ class AsyncAuditWriter:
                 await task
         with contextlib.suppress(Exception):  # reported by flush; closing does not raise for it
             await self.flush()
+        if self._engine is not None:
+            await self._engine.dispose()
+            self._engine = None

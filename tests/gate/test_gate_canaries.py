@@ -59,6 +59,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pdpp_store import FieldWindowRef, Grant, RecordRef, StoreError
+from pdpp_store._runtime.audit import AsyncAuditWriter, SyncAuditWriter
 
 # ================================================================ the dataset
 
@@ -871,13 +872,29 @@ def _where(ds: Dataset, canaries: Iterable[str]) -> str:
     return "; ".join(table[canary].where() for canary in canaries)
 
 
+async def _written_and_logged(writer: AsyncAuditWriter) -> None:
+    await writer.flush()
+    own = writer._engine
+    if own is not None:  # one connection: this call runs after the batch's, on its thread
+        async with own.connect() as conn:
+            await conn.exec_driver_sql("SELECT 1")
+
+
 def _settle(store: StoreFront) -> None:
     """Let aiosqlite's worker threads finish logging. Each logs the call it ran (its SQL and
     parameters) just after handing back the result, so the last line of one operation can land
     in the next one's capture, where the canaries its request carried look like a leak. A no-op
     call on each kept read connection runs only after those lines (one thread per connection,
-    calls in order)."""
-    readers = getattr(getattr(store, "wrapped", None), "_readers", None)  # the kept connections
+    calls in order). The read audit's writer is background work too: the entries of earlier
+    operations (under other grants) are written, and its connection's thread has logged them,
+    before the next capture starts."""
+    wrapped = getattr(store, "wrapped", None)
+    writer = getattr(wrapped, "_audit_writer", None)
+    if isinstance(writer, AsyncAuditWriter):
+        store._loop.run_until_complete(_written_and_logged(writer))  # type: ignore[union-attr]
+    elif isinstance(writer, SyncAuditWriter):
+        writer.flush()
+    readers = getattr(wrapped, "_readers", None)  # the kept connections
     if readers is None:
         return
     for held in list(readers._idle):
