@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -220,18 +221,27 @@ class _Served:
     fields: list[str] | None = None
 
 
-def _one(values: list[str]) -> str | None:
-    return values[0] if values and all(value == values[0] for value in values) else None
+Served = tuple[str, str, str]
+"""A record served: (connection, stream, record id), read off the card as it is."""
 
 
-def _refs(refs: Sequence[RecordRef], fields: list[str]) -> _Served:
+def _one(values: Iterable[str]) -> str | None:
+    found = set(values)
+    return found.pop() if len(found) == 1 else None
+
+
+def _refs(refs: Sequence[Served], fields: list[str]) -> _Served:
     return _Served(
-        _one([ref.stream for ref in refs]),
-        _one([ref.connection_id for ref in refs]),
-        [ref.id for ref in refs[:MAX_RECORD_IDS]],
+        _one(ref[1] for ref in refs),
+        _one(ref[0] for ref in refs),
+        [f"{c}/{s}:{r}" for c, s, r in refs[:MAX_RECORD_IDS]],
         len(refs),
         fields,
     )
+
+
+def _of(ref: RecordRef) -> Served:
+    return (ref.connection_id, ref.stream, ref.record_id)
 
 
 def _unique(paths: Iterable[str]) -> list[str]:
@@ -248,36 +258,51 @@ def _card_fields(card: RecordCard | None) -> list[str]:
 
 def _served(result: object, asked: Mapping[str, object]) -> _Served:
     """What an answer served: its records, by id, and the paths of its fields (rule 4)."""
+    if isinstance(result, FieldWindow):
+        window = (result.connection_id, result.stream, result.record_id)
+        return _refs([window], [result.field.path])
     if isinstance(result, RecordView):
         paths = [preview.info.path for preview in result.fields]
-        return _refs([result.ref], _unique([*paths, *_card_fields(result.card)]))
-    if isinstance(result, FieldWindow):
-        ref = RecordRef(result.connection_id, result.stream, result.record_id)
-        return _refs([ref], [result.field.path])
-    if isinstance(result, FieldInfo):
-        record = _asked_record(asked)
-        if isinstance(record, RecordRef):
-            return _refs([record], [result.path])
-        return _Served(fields=[result.path])
+        return _refs([_of(result.ref)], _unique([*paths, *_card_fields(result.card)]))
     if isinstance(result, SearchPage):
-        refs = [RecordRef(hit.connection_id, hit.stream, hit.record_id) for hit in result.hits]
+        hits = [(hit.connection_id, hit.stream, hit.record_id) for hit in result.hits]
         paths = _unique(excerpt.field_path for hit in result.hits for excerpt in hit.excerpts)
-        return _refs(refs, paths)
+        return _refs(hits, paths)
     if isinstance(result, RecordPage):
-        refs = [row.card.ref if isinstance(row, RecordRow) else row.ref for row in result.rows]
+        rows = [_of(row.card.ref if isinstance(row, RecordRow) else row.ref) for row in result.rows]
         paths = _unique(
             path
             for row in result.rows
             if isinstance(row, RecordRow)
             for path in [*(preview.info.path for preview in row.fields), *_card_fields(row.card)]
         )
-        served = _refs(refs, paths)
+        served = _refs(rows, paths)
         served.stream = result.stream
         return served
+    if isinstance(result, FieldInfo):
+        record = _asked_record(asked)
+        if isinstance(record, RecordRef):
+            return _refs([_of(record)], [result.path])
+        return _Served(fields=[result.path])
     if isinstance(result, AggregateResult):
         named = (result.field, result.group_by, result.group_by_time)
         return _Served(stream=result.stream, fields=[path for path in named if path])
     return _Served()
+
+
+_LIST = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_TERMS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode
+_second: tuple[int, str] = (0, "")
+
+
+def _now() -> str:
+    """Now as `INSTANT_FORMAT` writes it; the second's text is made once per second."""
+    global _second  # noqa: PLW0603 (a cache of one value; a race rebuilds the same text)
+    now = time.time()
+    whole = int(now)
+    if _second[0] != whole:
+        _second = (whole, datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{_second[1]}.{int((now - whole) * 1_000_000):06d}Z"
 
 
 def entry_row(
@@ -300,15 +325,14 @@ def entry_row(
     else:
         code = "ok"
         served = _served(outcome, asked)
-    record = _asked_record(asked)
-    stream = served.stream or _text(asked.get("stream")) or (record.stream if record else None)
-    connection = (
-        served.connection_id
-        or _text(asked.get("connection_id"))
-        or (record.connection_id if isinstance(record, RecordRef) else None)
-    )
+    stream = served.stream or _text(asked.get("stream"))
+    connection = served.connection_id or _text(asked.get("connection_id"))
+    if stream is None or connection is None:  # not read off the answer: the record asked
+        record = _asked_record(asked)
+        stream = stream or (record.stream if record else None)
+        connection = connection or (record.connection_id if isinstance(record, RecordRef) else None)
     return {
-        "at": datetime.now(UTC).strftime(INSTANT_FORMAT),
+        "at": _now(),
         "request_id": reader.request_id if reader else None,
         "grant_id": grant.grant_id if isinstance(grant, Grant) else _grant_id_of(grant),
         "client": reader.client if reader else None,
@@ -316,11 +340,11 @@ def entry_row(
         "operation": operation.name,
         "stream": stream,
         "connection_id": connection,
-        "record_ids": json.dumps(served.record_ids or [], ensure_ascii=False),
+        "record_ids": _LIST(served.record_ids or []),
         "record_count": served.record_count,
-        "fields": json.dumps(served.fields or [], ensure_ascii=False),
+        "fields": _LIST(served.fields or []),
         "outcome": code,
-        "terms": json.dumps(_terms(asked), ensure_ascii=False, sort_keys=True),
+        "terms": _TERMS(_terms(asked)),
     }
 
 
