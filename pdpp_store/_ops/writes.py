@@ -54,7 +54,6 @@ from pdpp_store._sql import index as index_sql
 from pdpp_store._sql import values as value_sql
 from pdpp_store._sql import writes as write_sql
 from pdpp_store._sql.requests import COMMIT, Op
-from pdpp_store._sql.tables import EXISTENCE
 from pdpp_store.evidence import BlobInfo, UpsertResult
 
 __all__ = [
@@ -351,7 +350,7 @@ def _plan_batch(
                 }
             )
             plan.changes.append(plan.new_records[-1])
-            plan.changed_paths.append([(EXISTENCE, False, None)])
+            plan.changed_paths.append([(write_sql.EXISTENCE, False, None)])
             plan.new_fields.extend((record_id, f) for f in record.fields)
             plan.valued.append((record_id, [f.path for f in record.fields]))
             result.inserted += 1
@@ -383,7 +382,7 @@ def _plan_batch(
         live = not before.deleted
         touched = sorted({f.path for f in record.fields} | set(stored))
         plan.changed_paths.append(
-            ([] if live else [(EXISTENCE, False, None)])
+            ([] if live else [(write_sql.EXISTENCE, False, None)])
             + [
                 (path, live, stored[path].time_value if path in stored else None)
                 for path in touched
@@ -560,7 +559,9 @@ def delete_record(connection_id: str, stream: str, record_id: str) -> Op[None]:
     yield write_sql.mark_deleted(
         connection_id, stream, record_id, version=version + 1, now=_now(), change_seq=top
     )
-    yield write_sql.insert_changes([(connection_id, stream, top, EXISTENCE, record_id, True, None)])
+    yield write_sql.insert_changes(
+        [(connection_id, stream, top, write_sql.EXISTENCE, record_id, True, None)]
+    )
 
 
 # ---------------------------------------------------------------- blobs

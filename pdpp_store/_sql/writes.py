@@ -33,6 +33,7 @@ from pdpp_store._core.manifest import Manifest
 from .dialects import Capabilities, insert_ignoring
 from .requests import DriverSQL, Execute, Rows
 from .tables import (
+    EXISTENCE,
     change_log,
     connections,
     cursor_keys,
@@ -47,6 +48,7 @@ from .tables import (
 __all__ = [
     "CHANGE_COLUMNS",
     "CHUNK_COLUMNS",
+    "EXISTENCE",
     "FIELD_COLUMNS",
     "RECORD_TABLES",
     "StoredField",
