@@ -7,6 +7,7 @@ size and position)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from ._format import BACKEND_TITLES, fmt_ratio, fmt_time, ratio, table, verdict
@@ -17,6 +18,7 @@ TERMS = (("rare", "rare term"), ("common", "common term (every second record)"),
 LATE_GOAL_S = 0.050
 EARLY_GOAL_S = 0.001
 PAGE_GOAL_S = 0.050
+COMMON_GOAL_S = 0.150
 INDEX_GOAL = 3.0
 INGEST_GOAL = 0.5
 
@@ -137,13 +139,40 @@ def _search_section(cells: Cells) -> list[str]:
         common = _median(cells, "search", backend, "", "", "", "common")
         if rare is None or common is None:
             continue
-        both = max(rare, common) <= PAGE_GOAL_S
         lines.append(
-            f"- {title}: first page ≤ {fmt_time(PAGE_GOAL_S)} for both: {verdict(both)}; "
-            f"common no slower than rare: {verdict(common <= rare)} "
+            f"- {title} (goal 14, relevance order, exact top 10): rare ≤ "
+            f"{fmt_time(PAGE_GOAL_S)}: {verdict(rare <= PAGE_GOAL_S)}; common ≤ "
+            f"{fmt_time(COMMON_GOAL_S)}: {verdict(common <= COMMON_GOAL_S)} "
             f"(common / rare {common / rare:.2f})."
         )
-    return [*lines, ""]
+    return [*lines, "", *_reference_rows(cells, backends)]
+
+
+def _reference_rows(cells: Cells, backends: list[tuple[str, str]]) -> list[str]:
+    """The reference's design beside the store's relevance order (`_reference`)."""
+    rows = []
+    for term, what in TERMS[:2]:
+        row = [what]
+        for backend, _ in backends:
+            store = _median(cells, "search", backend, "", "", "", term)
+            ref = _median(cells, "search", backend, "", "", "", f"ref-{term}")
+            row += [fmt_time(store), fmt_time(ref), fmt_ratio(ratio(store, ref))]
+        rows.append(row)
+    if all(len(set(row[1:])) == 1 for row in rows):  # no reference measured
+        return []
+    headers = ["first page, p50"]
+    for _, title in backends:
+        headers += [f"{title} store", f"{title} reference", "store / reference"]
+    return [
+        "The reference's design over the same mailbox in the same run: SQLite FTS5 `bm25()` "
+        "over `unicode61` with 200 candidates, Postgres `ts_rank_cd` over a `simple` tsvector "
+        "under GIN with 200 candidates (`benchmarks/_reference.py`). The store's page is the "
+        "exact top 10 of every hit, with evidence; the reference's is the top of its "
+        "candidates, ids only.",
+        "",
+        *table(headers, rows, "l" + "rrr" * len(backends)),
+        "",
+    ]
 
 
 def _size_section(cells: Cells) -> list[str]:
@@ -153,7 +182,11 @@ def _size_section(cells: Cells) -> list[str]:
         return []
     rows = []
     for backend, title in _backends(found):
-        for what, name in (("fields", "the matrix's big fields"), ("mailbox", "the mailbox")):
+        for what, name in (
+            ("fields", "the matrix's big fields"),
+            ("mailbox", "the mailbox"),
+            ("reference", "the mailbox, reference design"),
+        ):
             cell = found.get(("index-size", backend, "", "", "", what))
             if cell is None:
                 continue
@@ -183,15 +216,16 @@ def _ingest_section(cells: Cells) -> list[str]:
     if not found:
         return []
     rows = []
-    for backend, title in _backends(found):
-        with_index = found.get(("ingest-index", backend, "", "", "", "with-index"))
-        without = found.get(("ingest-index", backend, "", "", "", "without-index"))
+    designs = (("", ""), ("ref-", ", reference design"))
+    for (backend, title), (prefix, design) in itertools.product(_backends(found), designs):
+        with_index = found.get(("ingest-index", backend, "", "", "", f"{prefix}with-index"))
+        without = found.get(("ingest-index", backend, "", "", "", f"{prefix}without-index"))
         if with_index is None or without is None:
             continue
         speed = ratio(without["median"], with_index["median"])
         rows.append(
             [
-                title,
+                f"{title}{design}",
                 f"{int(with_index['records']):,}",
                 fmt_time(with_index["median"]),
                 fmt_time(without["median"]),
@@ -205,7 +239,10 @@ def _ingest_section(cells: Cells) -> list[str]:
         "",
         "Email-sized records per `upsert_records` batch into a fresh store, with the index "
         "against the same store without it (SQLite: the index statements and triggers off; "
-        "Postgres: the GIN index dropped). Goal: speed with ≥ 0.5x the speed without.",
+        "Postgres: the GIN index dropped). Goal: speed with ≥ 0.5x the speed without. "
+        "Relevance order adds no index of its own (it counts occurrences in the stored "
+        "chunks). The reference design's rows: its table with its index (FTS5, GIN over a "
+        "tsvector) against a plain table of the same rows, one transaction per batch.",
         "",
         *table(
             [

@@ -403,13 +403,14 @@ def _counted_hits(
     """Every hit, in key order, with the occurrence counts of its searched fields: the same
     hits as `_matching_keys(..., ALL_HITS)`, found by counting instead of re-checking.
 
-    The records its two phases name (the first `SCAN_RECORDS` in scope, then the index's
-    candidates for the longest term, batch by batch) are counted (`ranking_sql.hit_counts`)
-    instead of re-checked and then counted: a record whose searched fields all lie within the
-    counted prefix is a hit exactly when every needle is counted in one of them; a record
-    where a needle is counted nowhere but a field runs past the prefix is re-checked on its
-    whole text (`search_sql.hits`). With no term the index can serve, the rest of the records
-    is scanned as `_matching_keys` scans it, and its hits counted after."""
+    The first phase's `SCAN_RECORDS` records are re-checked as `_matching_keys` does and its
+    hits counted; the index's candidates for the longest term after them, batch by batch, are
+    counted (`ranking_sql.hit_counts`) instead of re-checked and then counted: a record whose
+    searched fields all lie within the counted prefix is a hit exactly when every needle is
+    counted in one of them; a record where a needle is counted nowhere but a field runs past
+    the prefix is re-checked on its whole text (`search_sql.hits`). With no term the index
+    can serve, the rest of the records is scanned as `_matching_keys` scans it, and its hits
+    counted after."""
     needles = [term.folded for term in query.terms]
     keys_of = search_sql.hit_keys
     scanned = keys_of((yield search_sql.next_keys(stream_grants, groups, None, SCAN_RECORDS)) or [])
@@ -417,17 +418,25 @@ def _counted_hits(
         return [], {}
     longest = max(needles, key=len)
     if len(scanned) == SCAN_RECORDS and len(longest) < MIN_INDEXED_NEEDLE:
-        keys = yield from _matching_keys(stream_grants, groups, query, None, ALL_HITS)
+        every = yield from _matching_keys(stream_grants, groups, query, None, ALL_HITS)
         request = ranking_sql.occurrence_counts(
-            stream_grants, targets_of(keys), needles, SCORE_CHUNKS
+            stream_grants, targets_of(every), needles, SCORE_CHUNKS
         )
-        return keys, ranking_sql.field_counts((yield request) or [], needles)
+        return every, ranking_sql.field_counts((yield request) or [], needles)
     keys: list[search_sql.Key] = []
     counts: Counts = {}
 
-    def counted(among: list[search_sql.Key]) -> Op[None]:
-        request = ranking_sql.hit_counts(stream_grants, groups, needles, SCORE_CHUNKS, among)
+    def counted(among: list[search_sql.Key], *, checked: bool = False) -> Op[None]:
+        if not among:
+            return
+        request = ranking_sql.hit_counts(
+            stream_grants, groups, needles, SCORE_CHUNKS, targets_of(among)
+        )
         found = ranking_sql.field_counts((yield request) or [], needles)
+        if checked:  # hits already: only their counts are wanted
+            keys.extend(among)
+            counts.update(found)
+            return
         hits, unsure = _decided(among, found, len(needles))
         if unsure:
             rows = yield search_sql.hits(
@@ -437,7 +446,10 @@ def _counted_hits(
         keys.extend(key for key in among if key in hits)
         counts.update((target, value) for target, value in found.items() if target[:3] in hits)
 
-    yield from counted(scanned)
+    # The first phase's records are mostly not hits where the term is rare: re-checked
+    # (stopping at a first occurrence), then only its hits counted.
+    first = yield search_sql.hits(stream_grants, groups, needles, None, len(scanned), among=scanned)
+    yield from counted(keys_of(first or []), checked=True)
     if len(scanned) < SCAN_RECORDS:
         return keys, counts
     names = [grant.name for grant in stream_grants]

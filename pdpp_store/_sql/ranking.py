@@ -45,11 +45,9 @@ from .filters import filter_condition
 from .requests import Execute, Rows
 from .search import (
     _TARGET_COLUMNS,
-    Key,
     SearchGroup,
     Target,
     _bound_json,
-    _keys_table,
     _layout,
     _page_fields,
     _page_params,
@@ -159,7 +157,9 @@ def _occurrence_counts(
     )
 
 
-def _prefix_counts(joined: Any, needles: int, chunks: int, prefix_name: str) -> tuple[Any, list[Any]]:
+def _prefix_counts(
+    joined: Any, needles: int, chunks: int, prefix_name: str
+) -> tuple[Any, list[Any]]:
     """`joined` (which holds `fields`) with the field's first `chunks` chunks outer-joined, and
     per needle (parameters `<prefix_name><n>`) the code points its occurrences take in the
     folded prefix, labelled `removed<n>` (Rule 3)."""
@@ -191,22 +191,20 @@ def hit_counts(
     groups: Sequence[SearchGroup],
     needles: Sequence[str],
     chunks: int,
-    among: Sequence[Key],
+    among: Sequence[Target],
 ) -> Execute:
-    """For each of the records `among` that the search may return (`search._in_scope` without
-    the terms: visible under its stream grant, in a searched connection, matching its group's
-    filter), each of its group's searched paths that is text-like: the field's whole length and
-    the needles' occurrence counts in its folded first `chunks` chunks, as `occurrence_counts`
-    gives them (decoded by `field_counts`). A record whose searched fields all lie within the
-    counted prefix is a hit exactly when every needle is counted in one of them: the counts
-    decide the hit and bound its score in one pass over the text."""
+    """For each target field `among` (the searched paths of records the search may find) of a
+    record the search may return (`search._in_scope` without the terms: visible under its
+    stream grant, in a searched connection, matching its group's filter) that is text-like: the
+    field's whole length and the needles' occurrence counts in its folded first `chunks`
+    chunks, as `occurrence_counts` gives them (decoded by `field_counts`). A record whose
+    searched fields all lie within the counted prefix is a hit exactly when every needle is
+    counted in one of them: the counts decide the hit and bound its score in one pass."""
     params: dict[str, Any] = {
         **_scope_params(grants, groups, None),
-        "k_keys": _bound_json(among),
+        "k_targets": _bound_json(among),
         **{f"k_n{n}": needle for n, needle in enumerate(needles)},
     }
-    for number, group in enumerate(groups):
-        params[f"kp{number}"] = list(group.paths)
     shapes, layout = _layout(grants, groups)
     filters = tuple(group.filter for group in groups)
     if not any(f.clauses for f in filters):
@@ -214,9 +212,10 @@ def hit_counts(
     return Execute(partial(_hit_counts, shapes, layout, filters, len(needles), chunks), params)
 
 
-def _searched_paths(group: int) -> ColumnElement[bool]:
-    """The field is one of group `group`'s searched paths (Rule 1)."""
-    return fields.c.path.in_(bindparam(f"kp{group}", expanding=True))
+def _searched_paths(targets: Any) -> ColumnElement[bool]:
+    """The field is the target's path: one of its group's searched paths (Rule 1)."""
+    same: ColumnElement[bool] = fields.c.path == targets.c.path
+    return same
 
 
 @lru_cache(maxsize=512)  # a filter's values are part of the statement: bounded, not `cache`
@@ -228,13 +227,17 @@ def _hit_counts(  # noqa: PLR0917 - the statement's shape
     chunks: int,
     caps: Capabilities,
 ) -> Select[Any]:
-    keys = _keys_table(caps, "k_keys")
-    joined = keys.join(records, same_record(records, keys)).join(fields, same_record(fields, records))
+    targets = bound_rows(caps, "k_targets", _TARGET_COLUMNS)
+    joined = targets.join(records, same_record(records, targets)).join(
+        fields, and_(same_record(fields, records), _searched_paths(targets))
+    )
     in_scope: list[ColumnElement[bool]] = [
         and_(
             visibility.visible_records(shapes[grant_index], f"g{grant_index}"),
-            records.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
-            _searched_paths(number),
+            # On the bound targets, not on `records`: the same record (joined by key), but
+            # no index on it for a planner to walk every record of the stream with (SQLite
+            # did, reading the bound targets again for each).
+            targets.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
             *((filter_condition(filters[number], records),) if filters else ()),
         )
         for number, grant_index in enumerate(layout)

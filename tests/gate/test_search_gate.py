@@ -286,7 +286,6 @@ def test_paths_removed_from_the_search_sql_fail_the_proofs(
     from sqlalchemy import Integer, bindparam, exists, true
 
     from pdpp_store._sql import ranking as ranking_sql
-
     from pdpp_store._sql.dialects import strpos
     from pdpp_store._sql.match import haystack_at as _haystack_at
     from pdpp_store._sql.tables import field_chunks, fields, records
@@ -303,7 +302,7 @@ def test_paths_removed_from_the_search_sql_fail_the_proofs(
         )
 
     breakable.setattr(search_sql, "_term_occurs", any_field)
-    breakable.setattr(ranking_sql, "_searched_paths", lambda group: true())
+    breakable.setattr(ranking_sql, "_searched_paths", lambda targets: true())
     _fails(loaded)
 
 
