@@ -198,41 +198,66 @@ def _parsed(instant: ColumnElement[str]) -> list[Any]:
     ]
 
 
-def _local_seconds(parsed: Any, offsets: OffsetChanges) -> tuple[Any, Any]:
-    """(local seconds since 0000-03-01, offset) of a parsed instant (`_parsed`'s columns);
-    NULL outside the bucketed range."""
+def _utc_days(parsed: Any, offsets: OffsetChanges) -> list[Any]:
+    """A parsed instant (`_parsed`'s columns) as its UTC day number, second of the day, offset
+    and whether it is inside the bucketed range."""
     instant = parsed.c.g_instant
     days = _days_from_civil(parsed.c.g_year, parsed.c.g_month, parsed.c.g_day)
-    offset = _offset_tree(instant, 0, len(offsets.changes))
     inside = and_(instant >= bindparam("a_first"), instant < bindparam("a_end"))
-    local = case((inside, days * 86400 + parsed.c.g_clock + offset), else_=null())
-    return local, case((inside, offset), else_=null())
+    return [
+        days.label("g_udays"),
+        parsed.c.g_clock.label("g_clock"),
+        _offset_tree(instant, 0, len(offsets.changes)).label("g_tree"),
+        case((inside, 1), else_=0).label("g_inside"),
+    ]
 
 
-def _civil_month(days: Any) -> Any:
-    """`year * 12 + month - 1` of a day number (the civil-from-days algorithm)."""
-    era = days // 146097
-    day_of_era = days - era * 146097
-    year_of_era = (
-        day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096
-    ) // 365
-    day_of_year = day_of_era - (year_of_era * 365 + year_of_era // 4 - year_of_era // 100)
-    march_month = (day_of_year * 5 + 2) // 153
-    month = case((march_month < 10, march_month + 3), else_=march_month - 9)
-    year = year_of_era + era * 400 + case((month <= 2, 1), else_=0)
-    return year * 12 + month - 1
+def _local_seconds(dated: Any) -> list[Any]:
+    """(local seconds since 0000-03-01, offset) of `_utc_days`' columns; null outside the
+    bucketed range."""
+    inside = dated.c.g_inside == 1
+    local = dated.c.g_udays * 86400 + dated.c.g_clock + dated.c.g_tree
+    return [
+        case((inside, local), else_=null()).label("g_local"),
+        case((inside, dated.c.g_tree), else_=null()).label("g_offset"),
+    ]
 
 
-def _bucket(granularity: str, local: Any) -> Any:
+def _bucketed(rows: Any, granularity: str) -> Any:
+    """The rows with their bucket number `g_bucket` (and `g_offset`), Rule 3: the civil-from-
+    days steps each in a fenced select, so each value is computed once per record (written as
+    one expression, each step repeats the ones before it: over a hundred divisions)."""
+
+    def step(source: Any, name: str, *columns: Any) -> Any:
+        names = {column.name for column in columns} | {"g_local", "g_days"}
+        kept = [column for column in source.c if column.name not in names]
+        return select(*kept, *columns).offset(0).subquery(name)
+
     if granularity == "hour":
-        return local // 3600
-    days = local // 86400
-    if granularity == "day":
-        return days
-    if granularity == "week":
-        return (days + 2) // 7
-    month = _civil_month(days)
-    return month if granularity == "month" else month // 12
+        return step(rows, "a_rows", (rows.c.g_local // 3600).label("g_bucket"))
+    days = step(rows, "a_days", (rows.c.g_local // 86400).label("g_days"))
+    day = days.c.g_days
+    if granularity in ("day", "week"):
+        bucket = day if granularity == "day" else (day + 2) // 7
+        return step(days, "a_rows", bucket.label("g_bucket"))
+    era = step(
+        days,
+        "a_era",
+        (day // 146097).label("g_era"),
+        (day - (day // 146097) * 146097).label("g_doe"),
+    )
+    doe = era.c.g_doe
+    year_of_era = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    years = step(era, "a_years", year_of_era.label("g_yoe"))
+    yoe = years.c.g_yoe
+    day_of_year = years.c.g_doe - (yoe * 365 + yoe // 4 - yoe // 100)
+    march = step(years, "a_march", ((day_of_year * 5 + 2) // 153).label("g_mp"))
+    mp = march.c.g_mp
+    month = case((mp < 10, mp + 3), else_=mp - 9)
+    year = march.c.g_yoe + march.c.g_era * 400 + case((mp >= 10, 1), else_=0)
+    months = year * 12 + month - 1
+    bucket = months if granularity == "month" else months // 12
+    return step(march, "a_rows", bucket.label("g_bucket"))
 
 
 # ---------------------------------------------------------------- the statement
@@ -444,10 +469,11 @@ def _inner(
     assert plan.offsets is not None
     # Rule 3: each step fenced, so no database inlines the text's parsing into the arithmetic
     parsed = statement.offset(0).subquery("a_parsed")
-    local, offset = _local_seconds(parsed, plan.offsets)
     kept = [column for column in parsed.c if not column.name.startswith("g_")]
-    stepped = select(*kept, local.label("g_local"), offset.label("g_offset")).offset(0)
-    return stepped.subquery("a_rows")
+    dated = select(*kept, *_utc_days(parsed, plan.offsets)).offset(0).subquery("a_dated")
+    kept = [column for column in dated.c if not column.name.startswith("g_")]
+    stepped = select(*kept, *_local_seconds(dated)).offset(0).subquery("a_local")
+    return _bucketed(stepped, plan.granularity)
 
 
 def _largest_first(plan: AggregatePlan, caps: Capabilities, metric: list[Any]) -> list[Any]:
@@ -505,8 +531,8 @@ def aggregate(
                 .order_by(*ordering)
                 .limit(plan.limit)
             )
-        bucket = _bucket(plan.granularity, rows.c.g_local)
-        keys = [bucket.label("g_bucket")]
+        bucket = rows.c.g_bucket
+        keys = [bucket]
         if plan.granularity == "hour":
             keys.append(rows.c.g_offset)
         grouping = [bucket] + ([rows.c.g_offset] if plan.granularity == "hour" else [])
