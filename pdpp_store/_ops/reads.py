@@ -188,12 +188,16 @@ class ReadContext:
 # ---------------------------------------------------------------- steps shared by every read
 
 
+_ANY_CONNECTION = ""
+"""The `ReadContext.declared` key of "some manifest declares the stream" (step 1 of a record
+that does not name its connection): a connection id is never empty."""
+
+
 def _seen_declared(ref: RecordRef | UnscopedRecordRef, seen: dict[tuple[str, str], float]) -> bool:
-    """Step 1 without a statement: the record's connection declared its stream lately."""
-    return (
-        isinstance(ref, RecordRef)
-        and seen.get((ref.connection_id, ref.stream), 0.0) > time.monotonic()
-    )
+    """Step 1 without a statement: the record's connection declared its stream lately (for a
+    record that does not name its connection: some manifest did)."""
+    connection = ref.connection_id if isinstance(ref, RecordRef) else _ANY_CONNECTION
+    return seen.get((connection, ref.stream), 0.0) > time.monotonic()
 
 
 def _declared(ref: RecordRef | UnscopedRecordRef, covered: bool, ctx: ReadContext) -> Op[bool]:
@@ -223,6 +227,10 @@ def _declared(ref: RecordRef | UnscopedRecordRef, covered: bool, ctx: ReadContex
         raise NotFound(
             "stream_not_declared", f"stream {ref.stream!r} is not declared", param="stream"
         )
+    if isinstance(ref, UnscopedRecordRef):
+        # Remembered as step 1 of a scoped record is: that statement scans the catalogue, so
+        # on SQLite it would send every such read to a reader thread.
+        ctx.declared[_ANY_CONNECTION, ref.stream] = time.monotonic() + DECLARED_TTL_S
     return False
 
 

@@ -127,6 +127,14 @@ from ._root import cli
     metavar="S",
     help="Seconds a kept-alive connection may wait for its next request.",
 )
+@click.option(
+    "--write-timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds a client may leave an answer unread (past 64 KiB waiting) before it is cut.",
+)
 @click.option("--max-connections", type=int, default=1000, show_default=True, metavar="N")
 @click.option(
     "--max-mcp-streams",
@@ -211,6 +219,7 @@ def serve(  # noqa: PLR0917 (click passes each option by keyword)
             head_timeout_s=limits["head_timeout"],
             body_timeout_s=limits["body_timeout"],
             idle_timeout_s=limits["idle_timeout"],
+            write_timeout_s=limits["write_timeout"],
             max_connections=limits["max_connections"],
             max_mcp_streams_per_token=limits["max_mcp_streams"],
         ),
