@@ -12,6 +12,7 @@ Thin drivers run them: writes on SQLAlchemy (`run_sync` on an `Engine`, `run_asy
     engines.py       URLs, engine options and pool bounds, SQLite's pragmas, BEGIN where the
                      store begins itself, `opening` (the errors of opening a store)
     migration.py     `migrate`, serialised between openers
+    files.py         SQLite: whether the file under the reads is still the one opened, or written
     connections.py   giving back, discarding and letting go of connections (shielded when async)
     transactions.py  write transactions on SQLAlchemy: `run_sync`, `run_async`
     executor.py      the read executor: plans, the one execution point of reads (`Statements`),
@@ -38,7 +39,9 @@ in detail, and imports only modules listed above it in the table, so there is no
    see each statement, its parameters and every row (`executor`). Writes and migrations stay on
    SQLAlchemy, whose cursor events show them.
 7. Read connections are kept between reads; an error that says the database dropped a
-   connection lets go of every kept one, so only the read that met it fails (`readers`).
+   connection lets go of every kept one, so only the read that met it fails (`readers`). On
+   SQLite each read first looks at the file (`files`): replaced, every read is
+   `storage_unavailable`; written, the kept connections are let go of.
 """
 
 from .engines import (

@@ -10,13 +10,15 @@ Rules:
    shielded (`shielded`), to its end, so the next call on the store behaves as on a fresh one.
 3. Read connections are kept between reads, so what SQLAlchemy does on a disconnect is done here
    for reads: an error that says the database dropped the connection invalidates the pool
-   (`dropped`), and the readers discard every connection they keep.
+   (`dropped`), and the readers discard every connection they keep. On SQLite, an error that
+   says the file cannot be read as the database counts as such a drop (`files`, Rule 3).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Coroutine
 from contextlib import suppress
 from typing import Any
@@ -27,7 +29,15 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.pool import PoolProxiedConnection
 
-__all__ = ["discard", "discard_sync", "dropped", "release", "shielded"]
+from .errors import file_unusable
+
+__all__ = ["discard", "discard_sync", "dropped", "forget_pooled", "release", "shielded"]
+
+
+def forget_pooled(engine: Engine) -> None:
+    """Every connection of `engine`'s pool opened before now is replaced at its next checkout
+    (SQLAlchemy's own step on a disconnect, without a connection to name)."""
+    engine.pool._invalidate_time = time.time()
 
 
 def dropped(engine: Engine, pooled: PoolProxiedConnection | None, exc: BaseException) -> bool:
@@ -36,6 +46,9 @@ def dropped(engine: Engine, pooled: PoolProxiedConnection | None, exc: BaseExcep
     statement it has already invalidated the pool; for a read run on the driver (below
     SQLAlchemy) the pool is invalidated here as SQLAlchemy would (its connections older than now
     are replaced at their next checkout). The caller discards the connections it keeps itself."""
+    if file_unusable(exc):
+        forget_pooled(engine)
+        return True
     if isinstance(exc, DBAPIError):
         return exc.connection_invalidated
     if pooled is None or not isinstance(exc, sqlite3.Error | psycopg.Error):

@@ -31,6 +31,7 @@ __all__ = [
     "RETRY_HINT",
     "SQLITE_BUSY",
     "busy",
+    "file_unusable",
     "healthy",
     "translate_db_error",
     "translating",
@@ -131,6 +132,14 @@ def translate_db_error(exc: BaseException) -> StoreError:
         # No code at all: the driver lost or never had its connection (refused, reset, closed).
         return _unavailable("no connection")
     return _refused(type(orig).__name__)
+
+
+def file_unusable(exc: BaseException) -> bool:
+    """Whether `exc` is a SQLite error that says the file cannot be read as the database (not a
+    database, corrupt, an I/O error, gone): the other connections to it are no better off."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    code = getattr(orig, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _SQLITE_UNAVAILABLE
 
 
 def healthy(exc: BaseException) -> bool:

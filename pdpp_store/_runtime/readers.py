@@ -12,6 +12,10 @@ Rules:
    (`handle_error`). A read that started before such a drop, or ends after `close`, keeps
    nothing.
 4. An `AsyncStore`'s reads that hold a connection wait for a slot (`slots`), never on the pool.
+5. On SQLite, every read first looks at the file (`files`): replaced or removed, the read is
+   `storage_unavailable`; written since the last read looked, every kept connection is let go
+   of and the pool invalidated, so that no read answers from a page cache the file no longer
+   backs while another meets what the file holds now.
 """
 
 from __future__ import annotations
@@ -32,9 +36,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pdpp_store._sql.dialects import capabilities
 from pdpp_store._sql.requests import Op, Request
 
-from .connections import discard, discard_sync, dropped, release, shielded
+from .connections import discard, discard_sync, dropped, forget_pooled, release, shielded
 from .engines import IN_PROCESS_READERS, READER_SLOTS, configure_sqlite, execution_options
-from .errors import healthy, translating
+from .errors import file_unusable, healthy, translating
 from .executor import (
     Statements,
     _advance,
@@ -44,6 +48,7 @@ from .executor import (
     read_psycopg,
     read_sync,
 )
+from .files import database_file
 from .slots import _Slots
 
 __all__ = ["AsyncReaders", "HeldReader"]
@@ -72,6 +77,8 @@ class HeldReader:
         self._epoch = 0
         """Bumped when the kept connections are let go: a read begun before keeps nothing."""
         self._closed = False
+        self._file = database_file(engine)
+        """SQLite: the file, looked at before every read (Rule 5)."""
         self.statements = Statements(engine)
         event.listen(engine, "handle_error", self._on_error)
 
@@ -86,6 +93,9 @@ class HeldReader:
         epoch = self._epoch
         try:
             with translating():
+                if self._file is not None and self._file.written():
+                    self._let_go_of_idle(closing=False)
+                    forget_pooled(self._engine)
                 try:
                     conn = self._idle.pop()
                 except IndexError:
@@ -212,6 +222,8 @@ class AsyncReaders:
         self._epoch = 0
         """Bumped when the kept connections are let go: a read begun before keeps nothing."""
         self._closed = False
+        self._file = database_file(engine.sync_engine)
+        """SQLite: the file, looked at before every read (Rule 5)."""
         event.listen(engine.sync_engine, "handle_error", self._on_error)
 
     def _on_error(self, context: ExceptionContext) -> None:
@@ -220,14 +232,22 @@ class AsyncReaders:
         connection is closed at once: it runs nothing now (its reads never await), and closing
         it does not wait."""
         if context.is_disconnect:
-            self._epoch += 1
-            self._stale += self._idle
-            self._idle = []
-            self._close_inline()
+            self._set_aside()
+
+    def _set_aside(self) -> None:
+        """Let go of every kept connection: the loop's own closed at once, the others closed by
+        the next read (or `close`)."""
+        self._epoch += 1
+        self._stale += self._idle
+        self._idle = []
+        self._close_inline()
 
     async def run(self, op: Op[T]) -> T:
         try:
             with translating():
+                if self._file is not None and self._file.written():
+                    self._set_aside()
+                    forget_pooled(self._engine.sync_engine)
                 request: Request | None = None
                 if self._on_the_loop:
                     if time.monotonic() >= self._turn_ends:  # see `_INLINE_TURN_S`
@@ -252,7 +272,10 @@ class AsyncReaders:
         try:
             return _advance(self.statements, dbapi, op, None, inline=True)
         except BaseException as exc:
-            if not healthy(exc):
+            if file_unusable(exc):  # as `dropped`: no kept connection is better off
+                self._set_aside()
+                forget_pooled(self._engine.sync_engine)
+            elif not healthy(exc):
                 self._close_inline()
             raise
         finally:
