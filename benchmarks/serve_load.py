@@ -438,11 +438,12 @@ def render(results: list[tuple[str, list[Figures]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_block(path: Path, block: str) -> None:
+def write_block(path: Path, block: str, start: str = START, end: str = END) -> None:
+    """Put `block` between the `start` and `end` markers of `path` (at its end if absent)."""
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    if START in old and END in old:
-        head, _, rest = old.partition(START)
-        _, _, tail = rest.partition(END)
+    if start in old and end in old:
+        head, _, rest = old.partition(start)
+        _, _, tail = rest.partition(end)
         new = head + block.rstrip("\n") + tail
     else:
         new = old.rstrip("\n") + "\n\n" + block
