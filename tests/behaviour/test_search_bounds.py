@@ -78,3 +78,29 @@ def test_bounds_hold_the_score(texts: list[str], needles: list[str]) -> None:
     )
     if every_whole:
         assert relevance.bound(counts, 1.0) == exact
+
+
+@pytest.mark.parametrize("scan", [1, 1000])
+def test_hits_past_the_counted_prefix_are_still_found(each_database: Store, scan: int) -> None:
+    """Relevance order counts the index's candidates in each field's first 4,096 code points
+    (`search._counted_hits`): a term that occurs only later (r00), or across the prefix's end
+    (r01), is counted nowhere, so those records are re-checked on their whole text and stay
+    hits (scored 0 from that field), ranked as the oracle ranks them; a short field without
+    the term (r03) is decided by its counts alone."""
+    cut = relevance.SCORE_CHARS
+    records = [
+        {"id": "r00", "received_at": "2026-01-01T00:00:00Z", "subject": "x " * 2300 + "abc"},
+        {"id": "r01", "received_at": "2026-01-02T00:00:00Z", "subject": "y" * (cut - 1) + "abc"},
+        {"id": "r02", "received_at": "2026-01-03T00:00:00Z", "subject": "the abc here"},
+        {"id": "r03", "received_at": "2026-01-04T00:00:00Z", "subject": "nothing here"},
+    ]
+    scenario = {
+        "records": records,
+        "granted": None,
+        "terms": ["abc"],
+        "limit": 2,
+        "order": "relevance",
+        "since_day": None,
+        "scan": scan,
+    }
+    prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
