@@ -41,23 +41,17 @@ Rules:
    value are in flight at once (in one process); one more is 429 `too_many_streams`, retryable,
    with `Retry-After`. Counted by the value presented, before it is checked: a caller without a
    valid token fills only its own slots, and a valid token's slots are its holder's alone.
-8. New connections are let in at most `ADMITTED_PER_TURN` per turn of the event loop, in their
-   order of arrival; one not let in yet is accepted but not read, and costs nothing more (not
-   even uvicorn's own set-up). So a burst of a thousand connections is answered at the rate the
-   loop answers them, while the connections already in (a client reading) are served between
-   every two admissions. The head deadline (rule 2) runs from when a connection is let in, and
-   the connection cap (rule 4) counts the connections waiting.
-9. What the server writes must be read: once a connection's unsent answer passes the
+8. What the server writes must be read: once a connection's unsent answer passes the
    transport's high-water mark, or the connection is closed with some of it unsent, the client
    has `write_timeout_s` to read it (down to the low-water mark: uvloop's is 16 bytes); then
    the connection is aborted, its unsent bytes let go of, and one line logged.
-10. Once the application has started, everything it holds is frozen out of the garbage
-    collector's passes (`gc.freeze`): a full pass over a started server's heap (about 190,000
-    objects) stalls the loop for 60-180 ms, and a burst of connections triggers one; afterwards
-    a pass looks only at what was made since.
-11. Every refusal of the door closes its connection: a refused client starts again on a fresh
-    one, and a crowd of refused connections is closed by the server as it answers each (at the
-    pace of rule 8), not all in one turn of the loop when the client lets go of them.
+9. Once the application has started, everything it holds is frozen out of the garbage
+   collector's passes (`gc.freeze`): a full pass over a started server's heap (about 190,000
+   objects) stalls the loop for 60-180 ms, and a burst of connections triggers one; afterwards
+   a pass looks only at what was made since.
+10. Every refusal of the door closes its connection: a refused client starts again on a fresh
+    one, and a crowd of refused connections is closed by the server as it answers each, not all
+    in one turn of the loop when the client lets go of them.
 """
 
 from __future__ import annotations
@@ -68,8 +62,6 @@ import gc
 import json
 import logging
 import secrets
-import weakref
-from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,11 +95,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 LINGER_S = 1.0
 LINGER_BYTES = 1024 * 1024
 """How long, and how much, a closing connection is still read (rule 5)."""
-ADMITTED_PER_TURN = 2
-"""New connections let in per turn of the event loop (rule 8). Each costs the loop a few
-hundred microseconds from its accepting to its answer; let in two at a time, a burst of a
-thousand adds under a millisecond to any turn (docs/decisions.md), and is still answered at
-the rate one core can answer it."""
 
 log = logging.getLogger("pdpp_store.door")
 
@@ -184,7 +171,7 @@ def too_large(bound: int) -> Refused:
     )
 
 
-# -------------------------------------------------------- the protocol (rules 1, 2, 4, 5, 8, 9)
+# -------------------------------------------------------- the protocol (rules 1, 2, 4, 5, 8)
 
 
 class _Lingering:
@@ -205,7 +192,7 @@ class _Lingering:
     def close(self) -> None:
         transport = self.raw
         if transport.get_write_buffer_size():
-            self._protocol.arm_write_timer()  # closing waits for the answer to be read (rule 9)
+            self._protocol.arm_write_timer()  # closing waits for the answer to be read (rule 8)
         if self.lingering or transport.is_closing():
             transport.close()
             return
@@ -222,60 +209,8 @@ class _Lingering:
         self._protocol.loop.call_later(LINGER_S, transport.close)
 
 
-class _Admission:
-    """The connections of one server waiting to be let in (rule 8): at most `ADMITTED_PER_TURN`
-    are let in per turn of its event loop, in their order of arrival."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.waiting: deque[DoorProtocol] = deque()
-        self.admitted = 0
-        """Let in during this turn of the loop."""
-        self._turn_pending = False
-
-    def arrived(self, protocol: DoorProtocol) -> None:
-        if not self.waiting and self.admitted < ADMITTED_PER_TURN:
-            self._let_in(protocol)
-        else:
-            self.waiting.append(protocol)
-            self._next_turn()
-
-    def _let_in(self, protocol: DoorProtocol) -> None:
-        self.admitted += 1
-        self._next_turn()
-        protocol.admit()
-
-    def _next_turn(self) -> None:
-        if not self._turn_pending:
-            self._turn_pending = True
-            # Scheduled while the loop runs its ready callbacks, this runs in its next turn,
-            # after the loop has polled the connections already let in.
-            self.loop.call_soon(self._turn)
-
-    def _turn(self) -> None:
-        self._turn_pending = False
-        self.admitted = 0
-        while self.waiting and self.admitted < ADMITTED_PER_TURN:
-            protocol = self.waiting.popleft()
-            if not protocol.gone:
-                self._let_in(protocol)
-        if self.waiting:
-            self._next_turn()
-
-
-_ADMISSIONS: weakref.WeakKeyDictionary[ServerState, _Admission] = weakref.WeakKeyDictionary()
-
-
-def _admission(server_state: ServerState, loop: asyncio.AbstractEventLoop) -> _Admission:
-    """The admission of the server whose state is `server_state` (one per uvicorn server)."""
-    found = _ADMISSIONS.get(server_state)
-    if found is None or found.loop is not loop:
-        found = _ADMISSIONS[server_state] = _Admission(loop)
-    return found
-
-
 class DoorProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol under `Limits` (rules 1, 2, 4, 5, 8, 9)."""
+    """uvicorn's httptools protocol under `Limits` (rules 1, 2, 4, 5, 8)."""
 
     def __init__(
         self,
@@ -286,18 +221,8 @@ class DoorProtocol(HttpToolsProtocol):
         *,
         limits: Limits,
     ) -> None:
-        # uvicorn's own set-up (a parser, its loggers, the addresses) waits for the connection
-        # to be let in (rule 8): until then a connection costs little more than its accepting.
-        self._uvicorn_setup = (config, server_state, app_state, _loop)
+        super().__init__(config, server_state, app_state, _loop)
         self.limits = limits
-        self._server_state = server_state
-        self._admission = _admission(server_state, _loop or asyncio.get_event_loop())
-        self._raw: asyncio.Transport | None = None
-        self.admitted = False
-        self.gone = False
-        """The connection was lost before it was let in."""
-        self._early = b""
-        """What came before the connection was let in (a paused transport reads no more)."""
         self._in_head = True  # waiting for, or reading, a request head
         self._head_seen = 0
         self._header_count = 0
@@ -311,34 +236,12 @@ class DoorProtocol(HttpToolsProtocol):
     # -- the connection
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self._raw = transport
-        waiting = len(self._admission.waiting)
-        self._over_cap = len(self._server_state.connections) + waiting >= (
-            self.limits.max_connections
-        )
-        transport.pause_reading()  # asyncio's loop honours it here; uvloop's: `data_received`
-        self._admission.arrived(self)
-
-    def admit(self) -> None:
-        """Let the connection in (rule 8): uvicorn's protocol takes it from here."""
-        transport = self._raw
-        assert transport is not None
-        if transport.is_closing():
-            return
-        super().__init__(*self._uvicorn_setup)
-        self.admitted = True
         self._lingering = _Lingering(transport, self)
         super().connection_made(self._lingering)  # type: ignore[arg-type]
+        self._over_cap = len(self.connections) > self.limits.max_connections
         self._arm_head_timer()
-        transport.resume_reading()
-        if self._early:
-            early, self._early = self._early, b""
-            self.data_received(early)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if not self.admitted:
-            self.gone = True
-            return
         self._cancel_head_timer()
         self._cancel_write_timer()
         super().connection_lost(exc)
@@ -379,7 +282,7 @@ class DoorProtocol(HttpToolsProtocol):
         self.transport.write(b"".join(head) + content)
         self.transport.close()
 
-    # -- bytes out (rule 9)
+    # -- bytes out (rule 8)
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -390,7 +293,7 @@ class DoorProtocol(HttpToolsProtocol):
         super().resume_writing()
 
     def arm_write_timer(self) -> None:
-        """Give what is written `write_timeout_s` to be read (rule 9)."""
+        """Give what is written `write_timeout_s` to be read (rule 8)."""
         if self._write_timer is None:
             self._write_timer = self.loop.call_later(
                 self.limits.write_timeout_s, self._write_timed_out
@@ -418,11 +321,6 @@ class DoorProtocol(HttpToolsProtocol):
     # -- bytes in
 
     def data_received(self, data: bytes) -> None:
-        if not self.admitted:  # uvloop reads once before `connection_made`'s pause holds
-            self._early += data
-            assert self._raw is not None
-            self._raw.pause_reading()
-            return
         if self._lingering.lingering:
             self._discarded += len(data)
             if self._discarded > LINGER_BYTES:
@@ -713,7 +611,7 @@ class _Body:
 
 
 def _freezing_once_started(send: Send) -> Send:
-    """The lifespan's `send`, freezing the heap as startup completes (rule 10)."""
+    """The lifespan's `send`, freezing the heap as startup completes (rule 9)."""
 
     async def sending(message: Message) -> None:
         if message["type"] == "lifespan.startup.complete":
@@ -733,7 +631,7 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 
 async def _answer(scope: Scope, send: Send, error: Refused) -> None:
-    """Answer `error` and close the connection (rule 11)."""
+    """Answer `error` and close the connection (rule 10)."""
     given = request_id(scope)
     content, headers = _envelope(error, given)
     headers.append((b"connection", b"close"))
