@@ -61,7 +61,7 @@ def upgrade() -> None:
     op.create_index(
         "ix_change_log_record",
         "change_log",
-        ["connection_id", "stream", "record_id", "path", "change_seq"],
+        ["connection_id", "stream", "record_id", "change_seq", "path"],
     )
     op.drop_index("ix_records_changes", table_name="records")
 

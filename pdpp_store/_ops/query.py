@@ -370,17 +370,24 @@ def query_records(
     seqs: dict[tuple[str, str], int] = {}
     values: dict[tuple[str, str], query_sql.OrderValue] = {}
     if since is not None:
-        changes = changes_sql.change_rows(
-            (
-                yield changes_sql.changes_page(
-                    stream_grant,
-                    parsed,
-                    connection_id=connection_id,
-                    positions=positions,
-                    limit=size + 1,
+        # One connection a statement, in order: each reads its change log along the key from
+        # its position, and stops at the page's end (a walk over several connections at once
+        # would sort each connection's changes before the first row).
+        changes: list[changes_sql.ChangeRow] = []
+        for conn in [connection_id] if connection_id is not None else sorted(spec_of):
+            if len(changes) > size:
+                break
+            changes += changes_sql.change_rows(
+                (
+                    yield changes_sql.changes_page(
+                        stream_grant,
+                        parsed,
+                        connection_id=conn,
+                        positions={conn: positions[conn]} if conn in positions else {},
+                        limit=size + 1 - len(changes),
+                    )
                 )
             )
-        )
         more = len(changes) > size
         keys = [(row.connection_id, row.record_id) for row in changes[:size]]
         for row in changes[:size]:

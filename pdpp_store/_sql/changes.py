@@ -28,7 +28,8 @@ Rules:
    reported live must also pass the whole visibility condition and the filter.
 4. Changes go by (connection_id, change_seq) ascending, strictly after the bookmark's position
    per connection (a connection the bookmark does not name: from the beginning), along
-   `change_log`'s key: the change sequence is per connection (`tables` Rule 9).
+   `change_log`'s key: the change sequence is per connection (`tables` Rule 9). The operation
+   asks one connection a statement, so the key's order is the page's and no statement sorts.
 """
 
 from __future__ import annotations

@@ -44,8 +44,10 @@ Rules:
    whether the record was live before the change, `time_before` the field's instant before it
    (`fields.time_value` of the row it replaced; NULL for an existence row or a field that had
    none), so a grant's time window can tell when the record entered or left it. Keyed by
-   `(connection_id, stream, change_seq, path)`, which is change order; indexed by record, path
-   and change value for the look-ups of one record's later changes.
+   `(connection_id, stream, change_seq, path)`, which is change order; indexed by record, then
+   change value, for the look-ups of one record's later changes (a range on the change value
+   within one record: with the path before it, SQLite searched the whole connection's later
+   changes by the key instead).
 """
 
 from __future__ import annotations
@@ -230,7 +232,7 @@ change_log = Table(
     Column("live_before", Boolean, nullable=False),
     Column("time_before", key_text()),
     PrimaryKeyConstraint("connection_id", "stream", "change_seq", "path"),
-    Index("ix_change_log_record", "connection_id", "stream", "record_id", "path", "change_seq"),
+    Index("ix_change_log_record", "connection_id", "stream", "record_id", "change_seq", "path"),
 )
 
 fields = Table(
