@@ -42,6 +42,12 @@ Rules:
    per connection, the last change seen) is bound to the grant and stream only
    (`bookmark_binding`), so it may be asked again with another filter or projection. Bodies are
    canonical JSON; neither is accepted as the other, nor as a search or window cursor.
+8. A changes bookmark is sealed, not only signed: AES-GCM (`cryptography`) under a key derived
+   from the signing key, a random nonce per bookmark, the header and binding as associated data,
+   and each position written at a fixed width. Its positions count every change of the
+   connection, those the grant cannot see included, so a bookmark whose numbers could be read
+   (or compared, or measured by length) would tell a grantee how much it cannot see changed
+   between two walks; sealed, two bookmarks say nothing but the connections they name.
 """
 
 from __future__ import annotations
@@ -54,6 +60,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from hmac import compare_digest
+from hmac import digest as hmac_digest
+from os import urandom
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .errors import BadRequest
 from .window import MAX_LIMIT_CHARS
@@ -77,7 +88,7 @@ VERSION = 1
 PAGE_VERSION = 2
 MATCH_VERSION = 3
 LIST_VERSION = 4
-BOOKMARK_VERSION = 5
+BOOKMARK_VERSION = 6
 _MAX_PAGE_TOKEN_CHARS = 16384
 MAX_CURSOR_OFFSET = 2**63 - 1
 _PREFIX_BYTES = 16
@@ -558,18 +569,56 @@ def open_list_page(codec: CursorCodec, token: object, binding: bytes) -> ListPos
     return value[0], value[1], value[2]
 
 
+_NONCE_BYTES = 12
+_POSITION_DIGITS = 20
+"""A bookmark's positions are written as 20 digits (2**63 has 19), so its length names only
+its connections (Rule 8)."""
+
+
+@lru_cache(maxsize=16)
+def _sealer(key: CursorKey) -> AESGCM:
+    """The AES-256-GCM key a signing key seals bookmarks with (an HMAC of its secret over a
+    label: the signing key itself is never used to encrypt)."""
+    return AESGCM(hmac_digest(key.secret, b"pdpp-store/changes-bookmark/seal/v1", "sha256"))
+
+
 def mint_bookmark(codec: CursorCodec, binding: bytes, positions: dict[str, int]) -> str:
-    """A changes bookmark: per connection, the last change seen (Rule 7)."""
-    return _mint_json(
-        codec, BOOKMARK_VERSION, binding, {k: positions[k] for k in sorted(positions)}
-    )
+    """A changes bookmark: per connection, the last change seen, sealed (Rules 7 and 8)."""
+    _check_binding(binding)
+    header = bytes((BOOKMARK_VERSION, codec.active.key_id))
+    body = json.dumps(
+        {k: f"{positions[k]:0{_POSITION_DIGITS}d}" for k in sorted(positions)},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode("utf-8", "surrogatepass")
+    nonce = urandom(_NONCE_BYTES)
+    sealed = _sealer(codec.active).encrypt(nonce, body, header + binding)
+    return _b64encode(header + nonce + sealed)
+
+
+def _unsealed(codec: CursorCodec, token: object, binding: bytes) -> object:
+    _check_binding(binding)
+    data = _decode_long(token, BOOKMARK_VERSION)
+    if len(data) < 2 + _NONCE_BYTES + _MAC_BYTES:  # the GCM tag is as long as a MAC
+        raise _page_invalid("has the wrong length")
+    header, nonce, sealed = data[:2], data[2 : 2 + _NONCE_BYTES], data[2 + _NONCE_BYTES :]
+    for key in codec.keys(data[1]):
+        try:
+            body = _sealer(key).decrypt(nonce, sealed, header + binding)
+        except InvalidTag:
+            continue
+        try:
+            return json.loads(body.decode("utf-8"))
+        except ValueError:
+            break
+    raise _page_invalid("is not valid for this grant and stream")
 
 
 def open_bookmark(
     codec: CursorCodec, token: object, binding: bytes, *, param: str = "changes_since"
 ) -> dict[str, int]:
     try:
-        value = _open_json(codec, token, BOOKMARK_VERSION, binding, "grant and stream")
+        value = _unsealed(codec, token, binding)
     except BadRequest as exc:
         raise BadRequest(
             "invalid_cursor", exc.message.replace("cursor", param, 1), param=param
@@ -577,9 +626,13 @@ def open_bookmark(
     if not (
         isinstance(value, dict)
         and all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            isinstance(k, str)
+            and isinstance(v, str)
+            and len(v) == _POSITION_DIGITS
+            and v.isascii()
+            and v.isdigit()
             for k, v in value.items()
         )
     ):
         raise BadRequest("invalid_cursor", f"{param} is malformed", param=param)
-    return dict(value)
+    return {k: int(v) for k, v in value.items()}

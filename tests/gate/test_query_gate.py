@@ -395,14 +395,22 @@ def _granted_history(store: StoreFront, connection: str, noisy: bool, time_grant
 def _changes_pages(
     store: StoreFront, connection: str, walk_grant: Grant, since: str, limit: int
 ) -> Any:
-    """Every page of a changes walk, without its signed tokens, with the connection named
-    alike; and the bookmark at its end."""
+    """Every page of a changes walk, its sealed and signed tokens shown by their length only
+    (a bookmark's bytes are sealed, its length must not tell), with the connection named alike;
+    and the bookmark at its end."""
     pages: list[str] = []
     page = store.query_records(walk_grant, MS, changes_since=since, limit=limit)
     while True:
         shown = page.to_dict()
-        for token in ("next_cursor", "next_changes_since", "next"):
-            shown.pop(token, None)
+        arguments = (shown.get("next") or {}).get("arguments", {})
+        for holder, token in (
+            (shown, "next_cursor"),
+            (shown, "next_changes_since"),
+            (arguments, "cursor"),
+            (arguments, "changes_since"),
+        ):
+            if isinstance(holder.get(token), str):
+                holder[token] = len(holder[token])
         text = json.dumps(_alike(shown), sort_keys=True)
         pages.append(text.replace(connection, "CONNECTION"))
         if not page.has_more:
@@ -519,3 +527,23 @@ def test_the_window_left_out_of_the_relevance_fails_the_non_interference_proof(
     breakable.setattr(changes_sql._Relevance, "_in_window", anywhere)
     with pytest.raises(AssertionError, match="depends on writes the grant cannot see"):
         check_changes_non_interference(fresh, time_granted=False)
+
+
+def test_a_readable_bookmark_fails_the_non_interference_proof(
+    fresh: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """A bookmark whose change values are written in the clear (signed, not sealed): its length
+    grows with the changes the grant cannot see, and the proof tells the two walks apart."""
+    from pdpp_store._core import cursor as cursor_core
+    from pdpp_store._ops import query as query_ops
+
+    def readable(codec: Any, binding: bytes, positions: dict[str, int]) -> str:
+        return cursor_core._mint_json(codec, cursor_core.BOOKMARK_VERSION, binding, positions)
+
+    def read(codec: Any, token: object, binding: bytes, *, param: str = "") -> Any:
+        return cursor_core._open_json(codec, token, cursor_core.BOOKMARK_VERSION, binding, "")
+
+    breakable.setattr(query_ops, "mint_bookmark", readable)
+    breakable.setattr(query_ops, "open_bookmark", read)
+    with pytest.raises(AssertionError, match="depends on writes the grant cannot see"):
+        check_changes_non_interference(fresh, time_granted=True)

@@ -15,7 +15,11 @@ from pdpp_store._core.cursor import (
     CursorKey,
     CursorState,
     _mac,
+    bookmark_binding,
     cursor_binding,
+    mint_bookmark,
+    mint_list_page,
+    open_bookmark,
 )
 from pdpp_store._core.errors import BadRequest
 
@@ -316,3 +320,63 @@ def test_the_codec_remembers_a_bounded_number_of_cursors() -> None:
     assert len(codec._minted) <= MINTED_KEPT
     for offset, token in enumerate(tokens):  # forgotten or not, each still opens
         assert codec.open(token, BINDING).offset_chars == offset
+
+
+# -- changes bookmarks: sealed (Rule 8) -------------------------------------------------------
+
+BOOKMARK_BINDING = bookmark_binding(GRANT, "emails")
+
+
+def _assert_bookmark_invalid(token: object, binding: bytes = BOOKMARK_BINDING) -> None:
+    with pytest.raises(BadRequest) as info:
+        open_bookmark(CODEC, token, binding)
+    assert (info.value.code, info.value.param) == ("invalid_cursor", "changes_since")
+
+
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=12), st.integers(min_value=0, max_value=2**63 - 1), max_size=4
+    )
+)
+def test_a_bookmark_round_trips(positions: dict[str, int]) -> None:
+    assert (
+        open_bookmark(CODEC, mint_bookmark(CODEC, BOOKMARK_BINDING, positions), BOOKMARK_BINDING)
+        == positions
+    )
+
+
+def test_a_bookmark_tells_nothing_of_its_positions() -> None:
+    """Sealed: the same positions twice give two unrelated tokens, and a bookmark's length is
+    the same whether the connection changed once or a trillion times."""
+    few, many = {"cin_a": 1}, {"cin_a": 10**12}
+    tokens = [mint_bookmark(CODEC, BOOKMARK_BINDING, few) for _ in range(2)]
+    assert tokens[0] != tokens[1]
+    assert len(mint_bookmark(CODEC, BOOKMARK_BINDING, many)) == len(tokens[0])
+    for token in tokens:
+        data = _decode(token)
+        assert data is not None
+        assert b"cin_a" not in data
+
+
+def test_a_bookmark_opens_only_for_its_grant_and_stream_and_untampered() -> None:
+    token = mint_bookmark(CODEC, BOOKMARK_BINDING, {"cin_a": 7})
+    _assert_bookmark_invalid(token, bookmark_binding(b"other-grant", "emails"))
+    _assert_bookmark_invalid(token, bookmark_binding(GRANT, "messages"))
+    data = _decode(token)
+    assert data is not None
+    for index in (1, 2, 13, 14, len(data) - 1):
+        mutant = bytearray(data)
+        mutant[index] ^= 0x01
+        _assert_bookmark_invalid(_encode(bytes(mutant)))
+    for cut in (2, 14, 29, len(data) - 1):
+        _assert_bookmark_invalid(_encode(data[:cut]))
+    # A list page cursor of the same grant is not a bookmark, nor is a window cursor.
+    _assert_bookmark_invalid(mint_list_page(CODEC, BOOKMARK_BINDING, (None, "cin_a", "e1")))
+    _assert_bookmark_invalid(CODEC.mint(BINDING, DIGEST, 0, 1))
+
+
+def test_a_bookmark_survives_rotation() -> None:
+    token = mint_bookmark(CursorCodec(OLD_KEY), BOOKMARK_BINDING, {"cin_a": 3})
+    assert open_bookmark(CursorCodec(KEY, [OLD_KEY]), token, BOOKMARK_BINDING) == {"cin_a": 3}
+    with pytest.raises(BadRequest):
+        open_bookmark(CursorCodec(KEY), token, BOOKMARK_BINDING)
