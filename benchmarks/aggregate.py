@@ -31,14 +31,14 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.exc import SQLAlchemyError
 
 from pdpp_store import Grant, Store
 from pdpp_store._runtime import sync_url
+
+from ._million import dataset_url, median_ms, table_count
 
 CONNECTION = "bench"
 STREAM = "events"
@@ -99,35 +99,6 @@ def _records(start: int, stop: int) -> Iterator[dict[str, Any]]:
     return (_record(n) for n in range(start, stop))
 
 
-def _url(backend: str, records: int) -> str:
-    if backend == "sqlite":
-        data = Path(".benchmarks-data")
-        data.mkdir(exist_ok=True)
-        return f"sqlite:///{data / f'pdpp-aggregate-{records}-{VERSION}.sqlite'}"
-    name = f"pdpp_aggregate_{records}_{VERSION}"
-    admin = create_engine(
-        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres", isolation_level="AUTOCOMMIT"
-    )
-    try:
-        with admin.connect() as conn:
-            found = conn.execute(
-                text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
-            ).first()
-            if not found:
-                conn.execute(text(f'CREATE DATABASE "{name}"'))
-    finally:
-        admin.dispose()
-    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-
-
-def _count(engine: Engine, table: str) -> int:
-    with engine.connect() as conn:
-        try:
-            return int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
-        except SQLAlchemyError:  # the table is not there yet
-            return 0
-
-
 def _columns(engine: Engine, table: str) -> list[str]:
     with engine.connect() as conn:
         return list(conn.execute(text(f"SELECT * FROM {table} LIMIT 0")).keys())
@@ -136,8 +107,8 @@ def _columns(engine: Engine, table: str) -> list[str]:
 def _build(store: Store, engine: Engine, records: int) -> None:
     """The stream (BASE records through the library, the rest copied inside the database, one
     slice of ids per transaction) and the plain table; idempotent."""
-    done = _count(engine, "records")
-    if done >= records and _count(engine, "plain_events") == records:
+    done = table_count(engine, "records")
+    if done >= records and table_count(engine, "plain_events") == records:
         return
     began = time.perf_counter()
     if done == 0:
@@ -158,7 +129,7 @@ def _build(store: Store, engine: Engine, records: int) -> None:
                 f" WHERE {key}"
             )
         )
-    for start in range(max(_count(engine, "records"), first), records, BASE):
+    for start in range(max(table_count(engine, "records"), first), records, BASE):
         # copy k of the BASE records (ids e0000000..) is named c<k>-e0000000..
         with engine.begin() as conn:
             for statement in statements:
@@ -193,15 +164,6 @@ def _plain(engine: Engine, records: int) -> None:
         conn.execute(text("CREATE INDEX ix_plain_label ON plain_events (label, amount)"))
 
 
-def _median_ms(run: Callable[[], object], rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        began = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - began) * 1000)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -210,7 +172,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.records % BASE and args.records > BASE:
         parser.error(f"--records: a multiple of {BASE:,} above {BASE:,}")
-    url = _url(args.backend, args.records)
+    url = dataset_url(args.backend, "aggregate", args.records, VERSION)
     store = Store.open(url)
     engine = create_engine(sync_url(url))
     try:
@@ -272,8 +234,8 @@ def _measure(store: Store, engine: Engine, records: int, rounds: int, backend: s
         ours: list[float] = []
         theirs: list[float] = []
         for _ in range(rounds):  # alternating, so a change of load falls on both
-            ours.append(_median_ms(library, 1))
-            theirs.append(_median_ms(raw, 1))
+            ours.append(median_ms(library, 1))
+            theirs.append(median_ms(raw, 1))
         mine, floor_ms = statistics.median(ours), statistics.median(theirs)
         print(
             f"| {name} | {mine:.0f} ms | {floor_ms:.0f} ms | {mine / floor_ms:.1f}x |", flush=True

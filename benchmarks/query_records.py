@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.exc import SQLAlchemyError
 
 from pdpp_store import Grant, Store
 from pdpp_store._runtime import sync_url
+
+from ._million import dataset_url, median_ms, table_count
 
 CONNECTION = "bench"
 STREAM = "events"
@@ -75,33 +74,12 @@ def _records(start: int, stop: int) -> Iterator[dict[str, Any]]:
         }
 
 
-def _url(backend: str, records: int) -> str:
-    if backend == "sqlite":
-        data = Path(".benchmarks-data")
-        data.mkdir(exist_ok=True)
-        return f"sqlite:///{data / f'pdpp-query-{records}-{VERSION}.sqlite'}"
-    name = f"pdpp_query_{records}_{VERSION}"
-    admin = create_engine(
-        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres", isolation_level="AUTOCOMMIT"
-    )
-    try:
-        with admin.connect() as conn:
-            found = conn.execute(
-                text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
-            ).first()
-            if not found:
-                conn.execute(text(f'CREATE DATABASE "{name}"'))
-    finally:
-        admin.dispose()
-    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-
-
 def _build(store: Store, engine: Engine, records: int) -> None:
     with engine.connect() as conn:
         done = conn.execute(
             text("SELECT count(*) FROM records WHERE connection_id = :c"), {"c": CONNECTION}
         ).scalar_one()
-    if done >= records and _has_plain(engine, records):
+    if done >= records and table_count(engine, "plain_events") == records:
         return
     if done == 0:
         store.register_manifest(MANIFEST)
@@ -134,25 +112,6 @@ def _build(store: Store, engine: Engine, records: int) -> None:
         conn.execute(text("ANALYZE" if engine.dialect.name == "sqlite" else "VACUUM ANALYZE"))
 
 
-def _has_plain(engine: Engine, records: int) -> bool:
-    with engine.connect() as conn:
-        try:
-            count = conn.execute(text("SELECT count(*) FROM plain_events")).scalar_one()
-        except SQLAlchemyError:  # the table is not there yet
-            return False
-    return bool(count == records)
-
-
-def _median_ms(run: Callable[[], object], rounds: int) -> float:
-    run()
-    times = []
-    for _ in range(rounds):
-        began = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - began) * 1000)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -165,7 +124,7 @@ def main() -> None:
         help="fill the dataset of --records only this far (a multiple of 5,000) and measure that",
     )
     args = parser.parse_args()
-    url = _url(args.backend, args.records)
+    url = dataset_url(args.backend, "query", args.records, VERSION)
     size = args.records if args.stop_at is None else args.stop_at
     store = Store.open(url)
     engine = create_engine(sync_url(url))
@@ -251,8 +210,10 @@ def _measure(store: Store, engine: Engine, records: int, rounds: int, backend: s
     print("| case | library | raw SQL floor | library / floor |")
     print("| :--- | ---: | ---: | ---: |")
     for name, library, raw in cases:
-        ours = _median_ms(library, rounds)
-        theirs = _median_ms(raw, rounds)
+        library()  # one warm-up each
+        ours = median_ms(library, rounds)
+        raw()
+        theirs = median_ms(raw, rounds)
         print(f"| {name} | {ours:.1f} ms | {theirs:.2f} ms | {ours / theirs:.1f}x |", flush=True)
     conn.close()
 

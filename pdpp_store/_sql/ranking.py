@@ -142,7 +142,15 @@ def _occurrence_counts(
 ) -> Select[Any]:
     targets = bound_rows(caps, "r_targets", _TARGET_COLUMNS)
     joined, conditions = _page_fields(shapes, targets)
-    joined, removed = _prefix_counts(joined, needles, chunks, "r_n")
+    return _counted(joined, needles, chunks, "r_n", conditions)
+
+
+def _counted(
+    joined: Any, needles: int, chunks: int, prefix_name: str, *where: ColumnElement[bool]
+) -> Select[Any]:
+    """The rows `field_counts` decodes: each field of `joined` that meets `where`, its whole
+    length and its needles' `removed<n>` counts (`_prefix_counts`)."""
+    joined, removed = _prefix_counts(joined, needles, chunks, prefix_name)
     return (
         select(
             fields.c.connection_id,
@@ -153,7 +161,7 @@ def _occurrence_counts(
             *removed,
         )
         .select_from(joined)
-        .where(conditions)
+        .where(*where)
     )
 
 
@@ -242,19 +250,8 @@ def _hit_counts(  # noqa: PLR0917 - the statement's shape
         )
         for number, grant_index in enumerate(layout)
     ]
-    joined, removed = _prefix_counts(joined, needles, chunks, "k_n")
-    return (
-        select(
-            fields.c.connection_id,
-            fields.c.stream,
-            fields.c.record_id,
-            fields.c.path,
-            fields.c.size_chars,
-            *removed,
-        )
-        .select_from(joined)
-        .where(or_(*in_scope) if in_scope else false(), kind_in(text_like=True))
-    )
+    condition = or_(*in_scope) if in_scope else false()
+    return _counted(joined, needles, chunks, "k_n", condition, kind_in(text_like=True))
 
 
 def field_counts(rows: Rows, needles: Sequence[str]) -> dict[Target, tuple[tuple[int, ...], int]]:

@@ -1,5 +1,6 @@
 """What the commands share, I/O only: the store and grant options, JSON and JSON Lines reading,
-the `--format` option and the selector options derived from `SELECTOR_ARGS`."""
+the `--format` and `--older-than` options and the selector options derived from
+`SELECTOR_ARGS`."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ __all__ = [
     "json_lines",
     "load_grant",
     "load_json",
+    "older_than_option",
     "open_store",
     "record_grant",
     "required_grant_option",
@@ -140,6 +142,19 @@ def format_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         default="json",
         show_default=True,
         help="json: the card (to_dict()); text: exactly what an MCP client's content[] shows.",
+    )
+
+
+def older_than_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--older-than SECONDS` (required, passed as `older_than`): an age, for the commands that
+    delete what is older."""
+    return click.option(
+        "--older-than",
+        "older_than",
+        type=float,
+        required=True,
+        metavar="SECONDS",
+        help=help_text,
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ._io import echo_json, open_store
+from ._io import echo_json, older_than_option, open_store
 from ._root import cli
 
 _PAGE = 1000
@@ -76,14 +76,7 @@ def audit_export(
 
 
 @audit_group.command("prune")
-@click.option(
-    "--older-than",
-    "older_than",
-    type=float,
-    required=True,
-    metavar="SECONDS",
-    help="Delete the entries written more than this long ago.",
-)
+@older_than_option("Delete the entries written more than this long ago.")
 @click.pass_context
 def audit_prune(ctx: click.Context, older_than: float) -> None:
     """Delete the audit's entries older than SECONDS; prints how many were deleted."""

@@ -10,7 +10,15 @@ import click
 
 from pdpp_store import Store
 
-from ._io import echo_json, file_size, json_lines, load_json, open_store, unsized
+from ._io import (
+    echo_json,
+    file_size,
+    json_lines,
+    load_json,
+    older_than_option,
+    open_store,
+    unsized,
+)
 from ._root import cli
 
 _PROGRESS_STEP_BYTES = 1 << 16  # redraw the progress bar at most once per 64 KiB read
@@ -97,14 +105,7 @@ def cursor_key_rotate(ctx: click.Context) -> None:
 
 
 @cursor_key.command("retire")
-@click.option(
-    "--older-than",
-    "older_than",
-    type=float,
-    required=True,
-    metavar="SECONDS",
-    help="Retire keys superseded more than this long ago (the grace period).",
-)
+@older_than_option("Retire keys superseded more than this long ago (the grace period).")
 @click.pass_context
 def cursor_key_retire(ctx: click.Context, older_than: float) -> None:
     """Delete cursor keys superseded more than SECONDS ago: the cursors they signed stop working."""
