@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -150,8 +151,12 @@ def _cut(text: str) -> str:
 
 def _plain(value: object, depth: int = 0) -> Any:
     """`value` as JSON the audit can keep: what the caller gave, bounded."""
-    if value is None or isinstance(value, bool | int | float):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):  # one past 64 bits is no id anyone has; its digits may be 10**6
+        return value if value.bit_length() <= 64 else f"<integer of {value.bit_length()} bits>"
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
     if isinstance(value, str):
         return _cut(value)
     if isinstance(value, RecordRef | UnscopedRecordRef):

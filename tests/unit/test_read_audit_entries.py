@@ -69,3 +69,19 @@ def test_who_asked_comes_from_the_context() -> None:
     assert row["outcome"] == "internal_error"
     plain = audit.entry_row(SEARCH, (GRANT, "q"), {}, RuntimeError("boom"), None)
     assert (plain["surface"], plain["request_id"], plain["client"]) == ("library", None, None)
+
+
+def test_an_overlong_integer_or_a_non_finite_number_is_kept_as_its_kind() -> None:
+    """What the store refuses as input still makes an entry: a 10,000-digit integer (which
+    Python will not even turn into text) by its size, NaN and infinity by their names."""
+    huge = 10**10_000
+    row = _row(
+        QUERY_RECORDS, (GRANT, "message_bodies"), {"limit": huge, "filter": {"n": float("nan")}}
+    )
+    terms = json.loads(str(row["terms"]))
+    assert terms["limit"] == f"<integer of {huge.bit_length()} bits>"
+    assert terms["filter"] == {"n": "nan"}
+    assert json.loads(str(_row(QUERY_RECORDS, (GRANT, "s"), {"limit": 2**64 - 1})["terms"])) == {
+        "stream": "s",
+        "limit": 2**64 - 1,
+    }
