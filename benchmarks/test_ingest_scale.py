@@ -325,11 +325,13 @@ def _changes_apart(
     moved: list[tuple[str, Any, bool]] = []
     for statement, parameters, many in statements:
         if many and statement.lstrip().upper().startswith("INSERT INTO CHANGE_LOG"):
-            parameters = [
+            rows = [
                 (*row[:_CHANGE_SEQ], row[_CHANGE_SEQ] + offset, *row[_CHANGE_SEQ + 1 :])
                 for row in parameters
             ]
-        moved.append((statement, parameters, many))
+            moved.append((statement, rows, many))
+        else:
+            moved.append((statement, parameters, many))
     return moved
 
 
