@@ -171,7 +171,7 @@ class SyncAuditWriter:
                             self._engine = _own_sync(self._store_engine, self._busy_timeout_s)
                         run_sync(self._engine, self._write(batch), write=True)
                     except BaseException as failed:
-                        self._pending.keep([e for b in _batches(entries)[number:] for e in b])
+                        self._pending.keep(entries[number * BATCH_ROWS :])
                         error = failed
                         raise
             finally:
@@ -237,7 +237,7 @@ class AsyncAuditWriter:
                             self._engine = _own_async(self._store_engine, self._busy_timeout_s)
                         await run_async(self._engine, self._write(batch), write=True)
                     except BaseException as failed:
-                        self._pending.keep([e for b in _batches(entries)[number:] for e in b])
+                        self._pending.keep(entries[number * BATCH_ROWS :])
                         error = failed
                         raise
             finally:
