@@ -44,6 +44,8 @@ from pdpp_store import AsyncStore
 
 __all__ = ["tokens_file"]  # a fixture of _served, used here too
 
+pytestmark = pytest.mark.serial  # a well-behaved client's p99 against idle: nothing else may run
+
 HEAD_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 2.0
 SLACK_S = 5.0
