@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -205,27 +206,31 @@ def changes_page(
     if connection_id is not None:
         params["c_scope"] = connection_id
     params["q_limit"] = limit
-    statement = _walk(shape, every_field, filter, len(named), connection_id is not None)
+    statement = _walk(
+        shape,
+        every_field,
+        filter,
+        filter.canonical,
+        named=len(named),
+        scoped=connection_id is not None,
+    )
     return Execute(statement, params)
 
 
-_WALKS_KEPT = 256
-_walks: dict[tuple[Any, ...], Select[Any]] = {}
-
-
+@lru_cache(maxsize=256)
 def _walk(
-    shape: GrantShape, every_field: bool, filter: Filter, named: int, scoped: bool
+    shape: GrantShape,
+    every_field: bool,
+    filter: Filter,
+    canonical: str,
+    *,
+    named: int,
+    scoped: bool,
 ) -> Select[Any]:
     """The walk's statement, built once per shape (Rule 6): the grant's values, the positions,
-    the connection and the limit are parameters; a filter's values are the statement's own,
-    so its canonical text is part of the key."""
-    key = (shape, every_field, filter.canonical, named, scoped)
-    found = _walks.get(key)
-    if found is None:
-        if len(_walks) >= _WALKS_KEPT:
-            _walks.clear()
-        found = _walks[key] = _build_walk(shape, every_field, filter, named, scoped)
-    return found
+    the connection and the limit are parameters; a filter's values are the statement's own, so
+    the filter is part of the key, with its canonical text (which tells `1` from `true`)."""
+    return _build_walk(shape, every_field, filter, named, scoped)
 
 
 def _build_walk(
