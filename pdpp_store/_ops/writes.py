@@ -492,7 +492,9 @@ def upsert_records(
         if plan.changes:
             top = yield value_sql.take_change_seqs(connection_id, len(plan.changes))
             plan.number_changes(value_sql.change_seq_top(top or []))
-            yield write_sql.insert_changes(plan.change_rows(connection_id, stream))
+            logged = plan.change_rows(connection_id, stream)
+            yield write_sql.insert_changes(logged)
+            changed["change_log"] += len(logged)
         if plan.new_records:
             yield write_sql.insert_records(plan.new_records)
         if plan.changed_records:

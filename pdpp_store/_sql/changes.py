@@ -30,24 +30,37 @@ Rules:
    per connection (a connection the bookmark does not name: from the beginning), along
    `change_log`'s key: the change sequence is per connection (`tables` Rule 9). The operation
    asks one connection a statement, so the key's order is the page's and no statement sorts.
+5. Under a time constraint, each logged change's window is looked up once where the statement
+   names it: Rule 1 is `CASE WHEN <in the window after the change> THEN X ELSE Y END`, where X
+   (relevant while in the window after it) is an existence change, a field written while the
+   record was deleted, a granted field, or the time field coming into the window; and Y
+   (relevant while out of the window after it) is the time field leaving the window of a live
+   record. The window is tested inside each look-up (`in_window_after`), so an instant is never
+   named twice. (Naming it once per use, as Rule 1 reads, gave Postgres 40 correlated
+   look-ups a statement, whose estimated cost JIT-compiled it: seconds for a page.)
+6. The statement is built once per grant shape, whether the grant names fields, the filter,
+   and how many connections the positions name (`_walk`); everything else is a parameter, so a
+   page costs one cached plan, not a compile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Integer,
+    Select,
     and_,
     bindparam,
     case,
     exists,
     false,
     func,
-    literal,
     not_,
     or_,
     select,
@@ -71,7 +84,7 @@ _NO_INSTANT = ""
 
 
 class _Relevance:
-    """Rule 1's conditions on one alias of `change_log`, under one grant shape."""
+    """Rule 1's conditions on one alias of `change_log`, under one grant shape (Rule 5)."""
 
     def __init__(self, shape: GrantShape, *, every_field: bool) -> None:
         self.shape = shape
@@ -85,12 +98,19 @@ class _Relevance:
             bounds.append(instant < bindparam("g_until"))
         return and_(*bounds)
 
-    def _instant_after(self, row: Any, name: str) -> ColumnElement[Any]:
-        """The constrained field's instant right after the change `row` (Rule 1)."""
+    def _flag(self, instant: ColumnElement[Any]) -> ColumnElement[int]:
+        """1 when `instant` (coalesced to no instant) is in the window, else 0."""
+        return case((self._in_window(func.coalesce(instant, _NO_INSTANT)), 1), else_=0)
+
+    def in_window_after(self, row: Any, name: str) -> ColumnElement[bool]:
+        """The constrained field's instant right after the change `row` is in the window
+        (Rule 1): the `time_before` of the field's next logged change, else the stored
+        field's. The window is tested inside each look-up, so the statement names each once
+        (Rule 5)."""
         later = change_log.alias(f"{name}_later")
         stored = fields.alias(f"{name}_field")
         next_before = (
-            select(func.coalesce(later.c.time_before, _NO_INSTANT))
+            select(self._flag(later.c.time_before))
             .where(
                 same_record(later, row),
                 later.c.path == bindparam("g_time_field"),
@@ -101,31 +121,11 @@ class _Relevance:
             .scalar_subquery()
         )
         now = (
-            select(stored.c.time_value)
+            select(self._flag(stored.c.time_value))
             .where(same_record(stored, row), stored.c.path == bindparam("g_time_field"))
             .scalar_subquery()
         )
-        return func.coalesce(next_before, now, literal(_NO_INSTANT))
-
-    def visible_after(self, row: Any, name: str) -> ColumnElement[bool]:
-        dead_before: ColumnElement[bool] = row.c.live_before == False  # noqa: E712
-        live_after = or_(row.c.path != EXISTENCE, dead_before)
-        if not self.shape.time_field:
-            return live_after
-        return and_(live_after, self._in_window(self._instant_after(row, name)))
-
-    def visible_before(self, row: Any, name: str) -> ColumnElement[bool]:
-        live_before: ColumnElement[bool] = row.c.live_before == True  # noqa: E712
-        if not self.shape.time_field:
-            return live_before
-        instant = case(
-            (
-                row.c.path == bindparam("g_time_field"),
-                func.coalesce(row.c.time_before, _NO_INSTANT),
-            ),
-            else_=self._instant_after(row, name),
-        )
-        return and_(live_before, self._in_window(instant))
+        return func.coalesce(next_before, now, 0) == 1
 
     def granted(self, row: Any) -> ColumnElement[bool]:
         path: ColumnElement[str] = row.c.path
@@ -133,13 +133,53 @@ class _Relevance:
             return path != EXISTENCE
         return path.op("IN")(id_set(bindparam("c_fields", type_=IdList())))
 
-    def relevant(self, row: Any, name: str) -> ColumnElement[bool]:
-        before = self.visible_before(row, name)
-        after = self.visible_after(row, name)
-        return or_(
-            and_(before, not_(after)),
-            and_(after, or_(not_(before), self.granted(row))),
+    def _moved_in_window(self, row: Any) -> ColumnElement[bool]:
+        """Rule 5's X: relevant when the record is in the window after the change."""
+        ways: list[ColumnElement[bool]] = [
+            row.c.path == EXISTENCE,
+            row.c.live_before == False,  # noqa: E712 - SQL comparison
+            self.granted(row),
+        ]
+        if self.shape.time_field:
+            ways.append(
+                and_(
+                    row.c.path == bindparam("g_time_field"),
+                    not_(self._in_window(func.coalesce(row.c.time_before, _NO_INSTANT))),
+                )
+            )
+        return or_(*ways)
+
+    def _left_window(self, row: Any) -> ColumnElement[bool]:
+        """Rule 5's Y: relevant when the record is out of the window after the change."""
+        return and_(
+            row.c.path == bindparam("g_time_field"),
+            row.c.live_before == True,  # noqa: E712 - SQL comparison
+            self._in_window(func.coalesce(row.c.time_before, _NO_INSTANT)),
         )
+
+    def relevant(
+        self, row: Any, name: str, *, and_shown: ColumnElement[bool] | None = None
+    ) -> ColumnElement[bool]:
+        """Rule 1 for `row`; with `and_shown`, also that condition wherever the record is
+        visible after the change (one look-up of the window for both)."""
+        moved = self._moved_in_window(row)
+        if and_shown is not None:
+            moved = and_(moved, or_(self.tombstone_when_in_window(row), and_shown))
+        if not self.shape.time_field:
+            return moved
+        return case((self.in_window_after(row, name), moved), else_=self._left_window(row))
+
+    @staticmethod
+    def tombstone_when_in_window(row: Any) -> ColumnElement[bool]:
+        """The change left the record invisible even in the window: a delete."""
+        return and_(row.c.path == EXISTENCE, row.c.live_before == True)  # noqa: E712
+
+    def deleted_after(self, row: Any, name: str) -> ColumnElement[bool]:
+        """The record is not visible right after the change `row`."""
+        gone = self.tombstone_when_in_window(row)
+        if not self.shape.time_field:
+            return gone
+        return case((self.in_window_after(row, name), gone), else_=true())
 
 
 def changes_page(
@@ -157,6 +197,45 @@ def changes_page(
     every_field = grant.fields is None
     if not every_field:
         params["c_fields"] = sorted(grant.fields or ())
+    named = sorted(positions)
+    for number, conn in enumerate(named):
+        params[f"c_conn_{number}"] = conn
+        params[f"c_after_{number}"] = positions[conn]
+    if named:
+        params["c_named"] = named
+    if connection_id is not None:
+        params["c_scope"] = connection_id
+    params["q_limit"] = limit
+    statement = _walk(
+        shape,
+        every_field,
+        filter,
+        filter.canonical,
+        named=len(named),
+        scoped=connection_id is not None,
+    )
+    return Execute(statement, params)
+
+
+@lru_cache(maxsize=256)
+def _walk(
+    shape: GrantShape,
+    every_field: bool,
+    filter: Filter,
+    canonical: str,
+    *,
+    named: int,
+    scoped: bool,
+) -> Select[Any]:
+    """The walk's statement, built once per shape (Rule 6): the grant's values, the positions,
+    the connection and the limit are parameters; a filter's values are the statement's own, so
+    the filter is part of the key, with its canonical text (which tells `1` from `true`)."""
+    return _build_walk(shape, every_field, filter, named, scoped)
+
+
+def _build_walk(
+    shape: GrantShape, every_field: bool, filter: Filter, named: int, scoped: bool
+) -> Select[Any]:
     rule = _Relevance(shape, every_field=every_field)
     logged = change_log.alias("cl")
     other = change_log.alias("cl_other")
@@ -164,16 +243,20 @@ def changes_page(
         shape._replace(time_field=False, since=False, until=False), with_deleted=True
     )
     live = and_(visibility.visible_records(shape), filter_condition(filter, records))
-    named = sorted(positions)
     since = [
-        and_(logged.c.connection_id == conn, logged.c.change_seq > positions[conn])
-        for conn in named
+        and_(
+            logged.c.connection_id == bindparam(f"c_conn_{number}"),
+            logged.c.change_seq > bindparam(f"c_after_{number}", type_=BigInteger),
+        )
+        for number in range(named)
     ]
     if named:
-        since.append(logged.c.connection_id.not_in(named))
+        since.append(
+            logged.c.connection_id.op("NOT IN")(id_set(bindparam("c_named", type_=IdList())))
+        )
     scope: list[ColumnElement[bool]] = [logged.c.stream == bindparam("g_stream")]
-    if connection_id is not None:
-        scope.append(logged.c.connection_id == connection_id)
+    if scoped:
+        scope.append(logged.c.connection_id == bindparam("c_scope"))
     later_relevant = exists().where(
         same_record(other, logged),
         or_(
@@ -182,27 +265,24 @@ def changes_page(
         ),
         rule.relevant(other, "o"),
     )
-    shown_after = rule.visible_after(logged, "l")
-    statement = (
+    return (
         select(
             logged.c.connection_id,
             logged.c.record_id,
             logged.c.change_seq,
-            case((shown_after, false()), else_=true()).label("deleted"),
+            case((rule.deleted_after(logged, "d"), true()), else_=false()).label("deleted"),
         )
         .select_from(logged.join(records, same_record(records, logged)))
         .where(
             *scope,
             or_(*since) if since else true(),
             static,
-            rule.relevant(logged, "l"),
+            rule.relevant(logged, "l", and_shown=live),
             not_(later_relevant),
-            or_(not_(shown_after), live),
         )
         .order_by(logged.c.connection_id, logged.c.stream, logged.c.change_seq)
-        .limit(bindparam("q_limit", limit, type_=Integer))
+        .limit(bindparam("q_limit", type_=Integer))
     )
-    return Execute(statement, params)
 
 
 @dataclass(frozen=True, slots=True)

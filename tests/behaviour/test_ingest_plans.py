@@ -53,7 +53,7 @@ def test_statistics_follow_the_rows_written(pg_db_url: str) -> None:
     estimated = _run(
         pg_db_url,
         "SELECT relname, reltuples FROM pg_class"
-        " WHERE relname IN ('records', 'fields', 'field_chunks', 'field_values')"
+        " WHERE relname IN ('records', 'fields', 'field_chunks', 'field_values', 'change_log')"
         " AND relkind = 'r'",
     )
     actual = _run(
@@ -61,7 +61,8 @@ def test_statistics_follow_the_rows_written(pg_db_url: str) -> None:
         "SELECT 'records', count(*) FROM records UNION ALL "
         "SELECT 'fields', count(*) FROM fields UNION ALL "
         "SELECT 'field_chunks', count(*) FROM field_chunks UNION ALL "
-        "SELECT 'field_values', count(*) FROM field_values",
+        "SELECT 'field_values', count(*) FROM field_values UNION ALL "
+        "SELECT 'change_log', count(*) FROM change_log",
     )
     assert actual["records"] == RECORDS
     for table in sql.RECORD_TABLES:
