@@ -178,7 +178,7 @@ def note_reach(reach: Reach | None, rows: Iterable[Mapping[str, Any]]) -> None:
     for row in rows:
         found = (row.get("connection_id"), row.get("stream"), row.get("record_id"), row.get("path"))
         if all(isinstance(part, str) for part in found):
-            reach.append(found)  # type: ignore[arg-type]  # four strings, checked above
+            reach.append(found)
 
 
 # ---------------------------------------------------------------- an entry
