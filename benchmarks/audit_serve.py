@@ -113,7 +113,9 @@ def _cpu(pid: int) -> float:
 
 
 @contextmanager
-def _server(url: str, directory: Path, options: tuple[str, ...], into: list[Server]) -> Iterator[Server]:
+def _server(
+    url: str, directory: Path, options: tuple[str, ...], into: list[Server]
+) -> Iterator[Server]:
     """`pdpp-store serve` (one process) on a free port; when it has ended (SIGINT, by its pid),
     its whole CPU time is read from its rusage into `cpu_seconds`."""
     tokens = directory / "tokens.json"
@@ -132,7 +134,9 @@ def _server(url: str, directory: Path, options: tuple[str, ...], into: list[Serv
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("pdpp-store serve did not start")
             try:
-                httpx.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource", timeout=1)
+                httpx.get(
+                    f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource", timeout=1
+                )
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
@@ -191,7 +195,9 @@ def measure(smoke: bool, sqlite_only: bool, rounds: int) -> list[Run]:
                     for number in range(rounds):
                         pair = [(on, level.on), (off, level.off)]
                         for server, figures in pair if number % 2 == 0 else pair[::-1]:
-                            figures.append(asyncio.run(_clients(server.port, clients, counts[clients])))
+                            figures.append(
+                                asyncio.run(_clients(server.port, clients, counts[clients]))
+                            )
                             server.requests += len(figures[-1].latencies)
                         a, b = level.on[-1], level.off[-1]
                         level.p50_ratios.append(a.p50_ms / b.p50_ms)
@@ -211,7 +217,7 @@ def measure(smoke: bool, sqlite_only: bool, rounds: int) -> list[Run]:
 def _ratio(values: list[float]) -> str:
     x = "\N{MULTIPLICATION SIGN}"
     low, mid, high = _quartiles(values)
-    return f"**{mid:.2f}{x}** ({low:.2f}–{high:.2f}; {min(values):.2f}–{max(values):.2f})"
+    return f"**{mid:.2f}{x}** ({low:.2f}-{high:.2f}; {min(values):.2f}-{max(values):.2f})"
 
 
 def render(runs: list[Run], rounds: int) -> str:

@@ -60,9 +60,9 @@ from pdpp_store._sql import audit as audit_sql
 from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import (
     AggregateResult,
+    AuditEntry,
     BlobInfo,
     BlobRange,
-    AuditEntry,
     FieldInfo,
     FieldWindow,
     RecordCard,
@@ -79,9 +79,9 @@ __all__ = [
     "MAX_RECORD_IDS",
     "MAX_TERM_CHARS",
     "REACHING",
-    "Reach",
     "SURFACES",
     "OneEntry",
+    "Reach",
     "Reader",
     "audit_context",
     "audited",
@@ -89,8 +89,8 @@ __all__ = [
     "list_audit",
     "note_client",
     "note_reach",
-    "reach_of_call",
     "prune_audit",
+    "reach_of_call",
     "write_entries",
 ]
 
@@ -176,9 +176,15 @@ def note_reach(reach: Reach | None, rows: Iterable[Mapping[str, Any]]) -> None:
     if reach is None:
         return
     for row in rows:
-        found = (row.get("connection_id"), row.get("stream"), row.get("record_id"), row.get("path"))
-        if all(isinstance(part, str) for part in found):
-            reach.append(found)
+        connection, stream = row.get("connection_id"), row.get("stream")
+        record, path = row.get("record_id"), row.get("path")
+        if (
+            isinstance(connection, str)
+            and isinstance(stream, str)
+            and isinstance(record, str)
+            and isinstance(path, str)
+        ):
+            reach.append((connection, stream, record, path))
 
 
 # ---------------------------------------------------------------- an entry
@@ -369,6 +375,7 @@ def entry_row(
     kwargs: Mapping[str, object],
     outcome: object,
     reader: Reader | None,
+    *,
     reach: Sequence[tuple[str, str, str, str]] | None = None,
 ) -> dict[str, Any]:
     """The `read_audit` row of one call of `operation` (positional `args` after the store, in
@@ -424,9 +431,10 @@ def _record(
     args: Sequence[object],
     kwargs: Mapping[str, object],
     outcome: object,
+    *,
     reach: Reach | None,
 ) -> None:
-    row = entry_row(operation, args, kwargs, outcome, _READER.get(), reach)
+    row = entry_row(operation, args, kwargs, outcome, _READER.get(), reach=reach)
     one = _ONE.get()
     if one is None:
         store._audit_entry(row)
@@ -451,12 +459,12 @@ def audited(operation: Operation, method: F) -> F:
             try:
                 result = await method(self, *args, **kwargs)
             except Exception as error:
-                _record(self, operation, args, kwargs, error, reach)
+                _record(self, operation, args, kwargs, error, reach=reach)
                 raise
             finally:
                 if token is not None:
                     _REACH.reset(token)
-            _record(self, operation, args, kwargs, result, reach)
+            _record(self, operation, args, kwargs, result, reach=reach)
             return result
 
         return read_async  # type: ignore[return-value]
@@ -470,12 +478,12 @@ def audited(operation: Operation, method: F) -> F:
         try:
             result = method(self, *args, **kwargs)
         except Exception as error:
-            _record(self, operation, args, kwargs, error, reach)
+            _record(self, operation, args, kwargs, error, reach=reach)
             raise
         finally:
             if token is not None:
                 _REACH.reset(token)
-        _record(self, operation, args, kwargs, result, reach)
+        _record(self, operation, args, kwargs, result, reach=reach)
         return result
 
     return read  # type: ignore[return-value]
@@ -542,7 +550,7 @@ class OneEntry:
                 if merged[column] != row[column]:
                     merged[column] = None
         merged["record_ids"] = _LIST(list(records)[:MAX_RECORD_IDS])
-        merged["record_count"] = max(len(records), max(row["record_count"] for row in rows))
+        merged["record_count"] = max(len(records), *(row["record_count"] for row in rows))
         merged["fields"] = _LIST(list(fields))
         if outcome is not None:
             merged["outcome"] = outcome

@@ -21,7 +21,12 @@ from .tables import read_audit
 
 __all__ = [
     "ENTRY_COLUMNS",
-    "count_before", "entry_of", "insert_entries", "list_entries", "prune_before"]
+    "count_before",
+    "entry_of",
+    "insert_entries",
+    "list_entries",
+    "prune_before",
+]
 
 
 ENTRY_COLUMNS = tuple(column.name for column in read_audit.columns if column.name != "audit_id")

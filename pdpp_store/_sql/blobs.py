@@ -24,7 +24,6 @@ from sqlalchemy import (
     bindparam,
     false,
     func,
-    literal,
     or_,
     select,
     true,

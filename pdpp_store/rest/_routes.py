@@ -41,7 +41,7 @@ Rules:
 
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
@@ -58,7 +58,6 @@ from pdpp_store import (
     StoreError,
     UnscopedRecordRef,
 )
-
 from pdpp_store._ops.audit import OneEntry
 
 from ._conditionals import etag, if_match_fails, none_match, parse_range, range_applies
@@ -95,8 +94,8 @@ class DownloadAborted(Exception):
 
 
 async def blob_body(
-    store: AsyncStore, grant: Grant, info: BlobInfo, first: int, last: int, audit: OneEntry
-) -> AsyncIterator[bytes]:
+    store: AsyncStore, grant: Grant, info: BlobInfo, first: int, last: int, *, audit: OneEntry
+) -> AsyncGenerator[bytes, None]:
     """Bytes `first`..`last` of the blob, `BLOB_CHUNK_BYTES` per step, each step read through
     `grant` and checked against `info` (rule 6); the download is one `audit` entry, written
     when the body ends however it ends (rule 9)."""
@@ -543,5 +542,5 @@ async def blob(
     if request.method == "HEAD":  # rule 8: the headers, and no byte read
         audit.close({**_asked_range(info, first, last), "served_bytes": 0})
         return Response(status_code=status, headers=headers)
-    body = blob_body(store, grant, info, first, last, audit)
+    body = blob_body(store, grant, info, first, last, audit=audit)
     return StreamingResponse(body, status_code=status, headers=headers)

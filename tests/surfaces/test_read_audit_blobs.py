@@ -41,7 +41,9 @@ async def test_a_blob_read_names_the_records_that_made_it_readable(db_url: str) 
         only_a3 = Grant.from_dict(
             {
                 "grant_id": "g-a3",
-                "streams": [{"name": "attachments", "instance_ids": [MAILBOX], "resources": ["a3"]}],
+                "streams": [
+                    {"name": "attachments", "instance_ids": [MAILBOX], "resources": ["a3"]}
+                ],
             }
         )
         await site.store.blob_info(only_a3, BLOB_ID)
@@ -60,12 +62,10 @@ async def test_a_blob_read_names_the_records_that_made_it_readable(db_url: str) 
 
 async def test_a_refused_blob_read_names_no_record(db_url: str) -> None:
     async with served(db_url) as site:
-        mail_only = Grant.from_dict(
-            {"grant_id": "g-mail", "streams": [{"name": "message_bodies"}]}
-        )
+        mail_only = Grant.from_dict({"grant_id": "g-mail", "streams": [{"name": "message_bodies"}]})
         try:
             await site.store.blob_info(mail_only, BLOB_ID)
-        except Exception as error:  # noqa: BLE001 - the refusal's code is what is checked
+        except Exception as error:
             code = getattr(error, "code", None)
         else:
             raise AssertionError("a grant without attachments reached the blob")
@@ -89,7 +89,8 @@ async def test_a_rest_download_is_one_entry_with_the_bytes_served(db_url: str) -
         statuses = [r.status_code for r in (whole, ranged, head, cached, past)]
         entries = _blob_entries(await site.store.list_audit(limit=100))
     assert statuses == [200, 206, 200, 304, 416]
-    assert whole.content == DATA and ranged.content == DATA[100:70100]
+    assert whole.content == DATA
+    assert ranged.content == DATA[100:70100]
     answers = [whole, ranged, head, cached, past]
     assert [e.request_id for e in entries] == [r.headers["x-request-id"] for r in answers]
     assert all(
@@ -125,7 +126,7 @@ async def test_a_download_cut_by_the_server_records_what_was_served(db_url: str)
         audit = OneEntry()
         with audit.counting():
             info = await site.store.blob_info(grant, BLOB_ID)
-        body = blob_body(site.store, grant, info, 0, info.size_bytes - 1, audit)
+        body = blob_body(site.store, grant, info, 0, info.size_bytes - 1, audit=audit)
         first = await anext(body)
         await site.store.upsert_records(MAILBOX, "attachments", [attachment("a1", None)])
         try:
@@ -138,7 +139,11 @@ async def test_a_download_cut_by_the_server_records_what_was_served(db_url: str)
     assert len(first) == BLOB_CHUNK_BYTES
     assert len(entries) == 1
     entry = entries[0]
-    assert (entry.operation, entry.outcome, entry.record_ids) == ("read_blob_range", "aborted", (A1,))
+    assert (entry.operation, entry.outcome, entry.record_ids) == (
+        "read_blob_range",
+        "aborted",
+        (A1,),
+    )
     assert entry.terms["served_bytes"] == BLOB_CHUNK_BYTES
     assert entry.terms["length_bytes"] == len(DATA)
     assert entry.terms["aborted"] == "blob_not_found"
@@ -150,7 +155,7 @@ async def test_a_download_the_client_leaves_records_what_was_served(db_url: str)
         audit = OneEntry()
         with audit.counting():
             info = await site.store.blob_info(grant, BLOB_ID)
-        body = blob_body(site.store, grant, info, 1000, info.size_bytes - 1, audit)
+        body = blob_body(site.store, grant, info, 1000, info.size_bytes - 1, audit=audit)
         await anext(body)
         await anext(body)
         await body.aclose()  # what a server does with the body of a response whose client left

@@ -15,6 +15,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import _served
 import httpx
@@ -56,7 +57,7 @@ def test_stdio_mcp_tool_calls_are_audited_and_written_at_exit(db_url: str, tmp_p
         args=["--db", db_url, "mcp", "--grant", str(grant_file)],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    calls = [
+    calls: list[tuple[str, dict[str, Any]]] = [
         ("search", {"q": "short"}),
         ("fetch", {"id": B1}),
         ("read_record_field", {"id": B1, "field_path": "body_text", "limit_chars": 30}),
@@ -75,12 +76,11 @@ def test_stdio_mcp_tool_calls_are_audited_and_written_at_exit(db_url: str, tmp_p
     entries = [e for e in _all_entries(db_url) if e.grant_id == "g-owner"]
 
     assert [e.operation for e in entries] == ["search", "read_record", "read_field_window"]
-    assert {(e.surface, e.client, e.outcome) for e in entries} == {
-        ("mcp", "audit-probe/1.2", "ok")
-    }
+    assert {(e.surface, e.client, e.outcome) for e in entries} == {("mcp", "audit-probe/1.2", "ok")}
     # over stdio the request id is the JSON-RPC request's, one per call
     ids = [e.request_id for e in entries]
-    assert all(i and i.startswith("jsonrpc_") for i in ids) and len(set(ids)) == len(calls)
+    assert all(i and i.startswith("jsonrpc_") for i in ids)
+    assert len(set(ids)) == len(calls)
     assert entries[1].record_ids == (B1,)
     assert entries[2].fields == ("body_text",)
 
@@ -124,7 +124,7 @@ def test_serve_with_two_workers_records_every_read_once(
         port = int(server.base_url.rpartition(":")[2])
         children = _children(server.process.pid)
         headers = {"Authorization": f"Bearer {OWNER}"}
-        params = {"field": "body_text", "limit_chars": 20}
+        params: dict[str, str | int] = {"field": "body_text", "limit_chars": 20}
         deadline = time.monotonic() + 120.0  # the second worker may still be starting
         while time.monotonic() < deadline:
             # a new connection each time (the kernel hands each to a worker), and a few reads
@@ -147,7 +147,8 @@ def test_serve_with_two_workers_records_every_read_once(
     entries = [e for e in _all_entries(db_url) if e.surface == "rest"]
 
     assert len({e.audit_id for e in entries}) == len(entries)
-    assert sorted(e.request_id or "" for e in entries) == sorted(request_ids)  # none lost, none twice
+    # none lost, none twice
+    assert sorted(e.request_id or "" for e in entries) == sorted(request_ids)
     assert len(set(request_ids)) == len(request_ids)
     assert {(e.operation, e.outcome, e.grant_id) for e in entries} == {
         ("read_field_window", "ok", "g-owner")
