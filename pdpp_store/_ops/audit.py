@@ -24,6 +24,13 @@ Rules:
 5. Entries are written in batches by a background writer (`_runtime.audit`), at least once a
    second and when the store closes; reads never wait for them. A process that dies loses at
    most the entries of its last second.
+6. A blob is readable only through records that reference it (docs/contract.md §5), so a blob
+   read's entry names them: the records (first `MAX_RECORD_IDS`, in key order) through which
+   the grant reached it, their stream and connection when they share one, and the paths of the
+   fields that reference it. The operation notes them (`note_reach`) as it checks the reach.
+7. A surface that answers one request with several calls of the store may record them as one
+   entry (`OneEntry`): a REST blob download is one entry whatever its length, with the range
+   asked and the bytes served, and an outcome `aborted` when it ended before its last byte.
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import (
     AggregateResult,
     AuditEntry,
+    BlobInfo,
+    BlobRange,
     FieldInfo,
     FieldWindow,
     RecordCard,
@@ -69,14 +78,19 @@ __all__ = [
     "MAX_LIST",
     "MAX_RECORD_IDS",
     "MAX_TERM_CHARS",
+    "REACHING",
     "SURFACES",
+    "OneEntry",
+    "Reach",
     "Reader",
     "audit_context",
     "audited",
     "entry_row",
     "list_audit",
     "note_client",
+    "note_reach",
     "prune_audit",
+    "reach_of_call",
     "write_entries",
 ]
 
@@ -101,6 +115,13 @@ class Reader:
 
 
 _READER: ContextVar[Reader | None] = ContextVar("pdpp_store_audit_reader", default=None)
+Reach = list[tuple[str, str, str, str]]
+"""The records (connection, stream, record id, field path) a blob read reached its blob through."""
+_REACH: ContextVar[Reach | None] = ContextVar("pdpp_store_audit_reach", default=None)
+"""The list the `audited` call of a blob read sets for its operation to note into (rule 6)."""
+_ONE: ContextVar[OneEntry | None] = ContextVar("pdpp_store_audit_one", default=None)
+REACHING = frozenset({"blob_info", "read_blob_range"})
+"""The reads whose entry names the records that made their blob readable (rule 6)."""
 
 
 def _optional_text(value: object, param: str) -> str | None:
@@ -140,6 +161,30 @@ def note_client(client: str | None) -> None:
     reader = _READER.get()
     if reader is not None and isinstance(client, str) and client:
         reader.client = client[:256]
+
+
+def reach_of_call() -> Reach | None:
+    """Where the audited call being made takes the records its blob was reached through (rule
+    6): called when the call makes its operation, in the caller's context (the operation may
+    run in a connection's thread, which does not see the caller's context variables)."""
+    return _REACH.get()
+
+
+def note_reach(reach: Reach | None, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Note into `reach` (`reach_of_call()`'s) the records (`connection_id`, `stream`,
+    `record_id`, and the `path` of the field) through which the grant reached the blob."""
+    if reach is None:
+        return
+    for row in rows:
+        connection, stream = row.get("connection_id"), row.get("stream")
+        record, path = row.get("record_id"), row.get("path")
+        if (
+            isinstance(connection, str)
+            and isinstance(stream, str)
+            and isinstance(record, str)
+            and isinstance(path, str)
+        ):
+            reach.append((connection, stream, record, path))
 
 
 # ---------------------------------------------------------------- an entry
@@ -261,7 +306,19 @@ def _card_fields(card: RecordCard | None) -> list[str]:
     return [slot.field for slot in slots if slot is not None]
 
 
-def _served(result: object, asked: Mapping[str, object]) -> _Served:
+def _reached(reach: Sequence[tuple[str, str, str, str]] | None) -> _Served:
+    """A blob read's records: those it was reached through (rule 6), each once."""
+    if not reach:
+        return _Served()
+    records = list(dict.fromkeys((c, s, r) for c, s, r, _ in reach))
+    return _refs(records, _unique(path for *_, path in reach))
+
+
+def _served(
+    result: object,
+    asked: Mapping[str, object],
+    reach: Sequence[tuple[str, str, str, str]] | None = None,
+) -> _Served:
     """What an answer served: its records, by id, and the paths of its fields (rule 4)."""
     if isinstance(result, FieldWindow):
         window = (result.connection_id, result.stream, result.record_id)
@@ -289,6 +346,8 @@ def _served(result: object, asked: Mapping[str, object]) -> _Served:
         if isinstance(record, RecordRef):
             return _refs([_of(record)], [result.path])
         return _Served(fields=[result.path])
+    if isinstance(result, BlobInfo | BlobRange):
+        return _reached(reach)
     if isinstance(result, AggregateResult):
         named = (result.field, result.group_by, result.group_by_time)
         return _Served(stream=result.stream, fields=[path for path in named if path])
@@ -316,10 +375,12 @@ def entry_row(
     kwargs: Mapping[str, object],
     outcome: object,
     reader: Reader | None,
+    *,
+    reach: Sequence[tuple[str, str, str, str]] | None = None,
 ) -> dict[str, Any]:
     """The `read_audit` row of one call of `operation` (positional `args` after the store, in
     the catalogue's order, and `kwargs`) that answered `outcome` (its result, or the exception
-    it raised), asked by `reader` (None: the library)."""
+    it raised), asked by `reader` (None: the library); `reach`, a blob read's records (rule 6)."""
     names = [argument.name for argument in operation.arguments]
     asked: dict[str, object] = dict(zip(names, args, strict=False))
     asked.update(kwargs)
@@ -329,7 +390,7 @@ def entry_row(
         served = _Served()
     else:
         code = "ok"
-        served = _served(outcome, asked)
+        served = _served(outcome, asked, reach)
     stream = served.stream or _text(asked.get("stream"))
     connection = served.connection_id or _text(asked.get("connection_id"))
     if stream is None or connection is None:  # not read off the answer: the record asked
@@ -364,21 +425,46 @@ def _grant_id_of(grant: object) -> str | None:
     return None
 
 
+def _record(
+    store: Any,
+    operation: Operation,
+    args: Sequence[object],
+    kwargs: Mapping[str, object],
+    outcome: object,
+    *,
+    reach: Reach | None,
+) -> None:
+    row = entry_row(operation, args, kwargs, outcome, _READER.get(), reach=reach)
+    one = _ONE.get()
+    if one is None:
+        store._audit_entry(row)
+    else:
+        one.add(store, row)
+
+
 def audited(operation: Operation, method: F) -> F:
     """`method` (a front's method of a read `operation`), recording one entry per call in its
-    store's audit (`self._audit_entry`), when the store audits (rules 1 and 2)."""
+    store's audit (`self._audit_entry`), when the store audits (rules 1 and 2); inside a
+    `OneEntry.counting` block the entry is that request's to merge (rule 7)."""
+    reaching = operation.name in REACHING
+
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
         async def read_async(self: Any, *args: Any, **kwargs: Any) -> Any:
             if self._auditing is None:
                 return await method(self, *args, **kwargs)
+            reach: Reach | None = [] if reaching else None
+            token = _REACH.set(reach) if reaching else None
             try:
                 result = await method(self, *args, **kwargs)
             except Exception as error:
-                self._audit_entry(entry_row(operation, args, kwargs, error, _READER.get()))
+                _record(self, operation, args, kwargs, error, reach=reach)
                 raise
-            self._audit_entry(entry_row(operation, args, kwargs, result, _READER.get()))
+            finally:
+                if token is not None:
+                    _REACH.reset(token)
+            _record(self, operation, args, kwargs, result, reach=reach)
             return result
 
         return read_async  # type: ignore[return-value]
@@ -387,15 +473,89 @@ def audited(operation: Operation, method: F) -> F:
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self._auditing is None:
             return method(self, *args, **kwargs)
+        reach: Reach | None = [] if reaching else None
+        token = _REACH.set(reach) if reaching else None
         try:
             result = method(self, *args, **kwargs)
         except Exception as error:
-            self._audit_entry(entry_row(operation, args, kwargs, error, _READER.get()))
+            _record(self, operation, args, kwargs, error, reach=reach)
             raise
-        self._audit_entry(entry_row(operation, args, kwargs, result, _READER.get()))
+        finally:
+            if token is not None:
+                _REACH.reset(token)
+        _record(self, operation, args, kwargs, result, reach=reach)
         return result
 
     return read  # type: ignore[return-value]
+
+
+class OneEntry:
+    """One request's audited calls as one entry (rule 7): a REST blob download reads its blob's
+    headers, then its bytes 64 KiB at a time, and the owner sees one read of the range asked.
+
+        one = OneEntry({"blob_id": blob_id, "range": range_header})  # the terms asked
+        with one.counting():
+            info = await store.blob_info(grant, blob_id)
+        ...                                  # each range read inside `one.counting()` too
+        one.close({"served_bytes": n})       # writes the one entry (once; later calls do nothing)
+
+    The entry is the calls' own, merged: the first call's time, request and grant; the last
+    call's operation; the records and fields of all (each once, the first `MAX_RECORD_IDS`); the
+    first refusal's code, unless `close` names the outcome; the terms `close` is given."""
+
+    __slots__ = ("_asked", "_closed", "_rows", "_store")
+
+    def __init__(self, asked: Mapping[str, object] | None = None) -> None:
+        self._asked = dict(asked or {})
+        self._rows: list[dict[str, Any]] = []
+        self._store: Any = None
+        self._closed = False
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """The audited calls inside this block (no `await` of anything else, no `yield` of a
+        generator: the block is one call's) are this entry's."""
+        token = _ONE.set(self)
+        try:
+            yield
+        finally:
+            _ONE.reset(token)
+
+    def add(self, store: Any, row: dict[str, Any]) -> None:
+        if self._closed:  # a call after the answer was written: its own entry, not lost
+            store._audit_entry(row)
+            return
+        self._store = store
+        self._rows.append(row)
+
+    def close(self, terms: Mapping[str, object] | None = None, outcome: str | None = None) -> None:
+        """Write the merged entry with the terms `asked` (given when it was made) and `terms`
+        (what the surface adds of the answer), and `outcome` (None: the calls' own)."""
+        if self._closed:
+            return
+        self._closed = True
+        rows, self._rows = self._rows, []
+        if not rows:
+            return
+        merged = dict(rows[0])
+        merged["operation"] = rows[-1]["operation"]
+        records: dict[str, None] = {}
+        fields: dict[str, None] = {}
+        for row in rows:
+            records.update(dict.fromkeys(json.loads(row["record_ids"])))
+            fields.update(dict.fromkeys(json.loads(row["fields"])))
+            if row["outcome"] != "ok" and merged["outcome"] == "ok":
+                merged["outcome"] = row["outcome"]
+            for column in ("stream", "connection_id"):
+                if merged[column] != row[column]:
+                    merged[column] = None
+        merged["record_ids"] = _LIST(list(records)[:MAX_RECORD_IDS])
+        merged["record_count"] = max(len(records), *(row["record_count"] for row in rows))
+        merged["fields"] = _LIST(list(fields))
+        if outcome is not None:
+            merged["outcome"] = outcome
+        merged["terms"] = _TERMS(_terms({**self._asked, **(terms or {})}))
+        self._store._audit_entry(merged)
 
 
 # ---------------------------------------------------------------- the owner's operations

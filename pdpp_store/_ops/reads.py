@@ -84,6 +84,7 @@ from pdpp_store.evidence import (
 from pdpp_store.evidence.record import built_preview, built_view
 from pdpp_store.evidence.window import built_window, deferred_cursor
 
+from . import audit
 from .cards import record_card, remember_spec
 from .writes import load_cursor_keys
 
@@ -640,13 +641,22 @@ def _blob_not_found(blob_id: object) -> NotFound:
 def blob_info(grant: Grant, blob_id: str) -> Op[BlobInfo]:
     """A blob's metadata, only through a visible record whose granted field references it: first
     the grant's reach (record tables), then the blob itself (blob tables), as two statements so
-    the two can live on differently distributed tables (docs/scaling.md)."""
+    the two can live on differently distributed tables (docs/scaling.md). The records it was
+    reached through go to the read audit's entry of the call (`audit.note_reach`)."""
+    return _blob_info(grant, blob_id, audit.reach_of_call())
+
+
+def _blob_info(grant: Grant, blob_id: str, reach: audit.Reach | None) -> Op[BlobInfo]:
+    # `reach` is taken when the op is made, in the caller's context: the op itself may run in a
+    # connection's thread, where the caller's context variables are not
     grant = as_grant(grant)
     if not is_blob_id(blob_id):
         raise _blob_not_found(blob_id)
     grant.ensure_usable()
-    if not (yield blob_sql.blob_referenced(list(grant.streams), blob_id)):
+    rows = (yield blob_sql.blob_referenced(list(grant.streams), blob_id)) or []
+    if not rows:
         raise _blob_not_found(blob_id)
+    audit.note_reach(reach, rows)
     info = blob_sql.blob_info((yield blob_sql.blob_metadata(blob_id)) or [])
     if info is None:
         raise _blob_not_found(blob_id)
@@ -655,6 +665,12 @@ def blob_info(grant: Grant, blob_id: str) -> Op[BlobInfo]:
 
 def read_blob_range(
     grant: Grant, blob_id: str, offset_bytes: int = 0, length_bytes: int = 65536
+) -> Op[BlobRange]:
+    return _read_blob_range(grant, blob_id, offset_bytes, length_bytes, audit.reach_of_call())
+
+
+def _read_blob_range(
+    grant: Grant, blob_id: str, offset_bytes: int, length_bytes: int, reach: audit.Reach | None
 ) -> Op[BlobRange]:
     for name, value, low in (("offset_bytes", offset_bytes, 0), ("length_bytes", length_bytes, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -665,7 +681,7 @@ def read_blob_range(
             f"length_bytes must be at most {MAX_BLOB_RANGE_BYTES}",
             param="length_bytes",
         )
-    info = yield from blob_info(grant, blob_id)
+    info = yield from _blob_info(grant, blob_id, reach)
     start = min(offset_bytes, info.size_bytes)
     rows = yield blob_sql.blob_range(info.blob_id, start, length_bytes)
     return BlobRange(info, start, blob_sql.blob_bytes(rows or []))

@@ -17,7 +17,17 @@ from datetime import datetime
 from functools import cache, partial
 from typing import Any
 
-from sqlalchemy import Integer, Select, bindparam, exists, false, func, literal, or_, select, true
+from sqlalchemy import (
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    false,
+    func,
+    or_,
+    select,
+    true,
+)
 
 from pdpp_store._core.grants import StreamGrant
 from pdpp_store.evidence import BlobInfo
@@ -30,6 +40,7 @@ from .visibility import GrantShape, grant_params, in_ids, kind_in, same_record
 
 __all__ = [
     "BLOB_CHUNK_BYTES",
+    "REACH_ROWS",
     "blob_bytes",
     "blob_exists",
     "blob_info",
@@ -41,9 +52,16 @@ __all__ = [
 ]
 
 
+REACH_ROWS = 100
+"""At most this many (record, field) pairs through which a grant reaches a blob are named (the
+read audit keeps the first 100 record ids of a read)."""
+
+
 def blob_referenced(grants: list[StreamGrant], blob_id: str) -> Execute:
-    """One row if some record visible under one of `grants` references the blob from a
-    binary-only field that grant covers (a blob reference, or base64 / NUL content).
+    """The records (`connection_id`, `stream`, `record_id`, and the field's `path`; at most
+    `REACH_ROWS` rows, in key order) visible under one of `grants` that reference the blob from a
+    binary-only field that grant covers (a blob reference, or base64 / NUL content): no row, no
+    reach.
 
     Only record tables are read here: blobs are shared across connections and would be
     distributed by `blob_id`, not `connection_id` (docs/scaling.md), so their rows are read in a
@@ -60,17 +78,26 @@ def blob_referenced(grants: list[StreamGrant], blob_id: str) -> Execute:
 
 @cache
 def _blob_referenced(shapes: tuple[tuple[GrantShape, bool], ...]) -> Select[Any]:
-    referenced = [
-        exists().where(
-            fields.c.blob_id == bindparam("b_id"),
-            kind_in(text_like=False),
+    key = (records.c.connection_id, records.c.stream, records.c.record_id)
+    reaches = [
+        and_(
             in_ids(fields.c.path, f"g{number}_fields") if projected else true(),
-            same_record(records, fields),
             visibility.visible_records(shape, f"g{number}"),
         )
         for number, (shape, projected) in enumerate(shapes)
     ]
-    return select(literal(1).label("referenced")).where(or_(*referenced) if referenced else false())
+    return (
+        select(*key, fields.c.path)
+        .select_from(fields.join(records, same_record(records, fields)))
+        .where(
+            fields.c.blob_id == bindparam("b_id"),
+            kind_in(text_like=False),
+            or_(*reaches) if reaches else false(),
+        )
+        .distinct()
+        .order_by(*key, fields.c.path)
+        .limit(REACH_ROWS)
+    )
 
 
 def blob_metadata(blob_id: str) -> Execute:

@@ -251,6 +251,18 @@ def _request_id_of(ctx: ServerRequestContext[Any, Any]) -> str:
     return given if isinstance(given, str) else f"jsonrpc_{ctx.request_id}"
 
 
+def _declared_client(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The read audit's client where no token names one (stdio): the name and version the MCP
+    client declared in `initialize` (its own word; whoever started the process chose it)."""
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    name, version = getattr(info, "name", None), getattr(info, "version", None)
+    if not isinstance(name, str) or not name:
+        return None
+    declared = f"{name}/{version}" if isinstance(version, str) and version else name
+    return declared[:256]
+
+
 def _base_url_of(source: PublicUrlSource, ctx: ServerRequestContext[Any, Any]) -> str | None:
     return source(ctx.request) if callable(source) else source
 
@@ -278,7 +290,8 @@ def create_server(
                 raise _invalid("name", f"unknown tool {params.name!r}")
             base = _BASE_URL.set(_base_url_of(public_url, ctx))
             try:
-                with audit_context("mcp", request_id=_request_id_of(ctx)):
+                with audit_context("mcp", request_id=_request_id_of(ctx)) as reader:
+                    reader.client = reader.client or _declared_client(ctx)
                     return await handler(store, _grant_of(grant, ctx), params.arguments or {})
             finally:
                 _BASE_URL.reset(base)
@@ -302,7 +315,8 @@ def create_server(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         try:
-            with audit_context("mcp", request_id=_request_id_of(ctx)):
+            with audit_context("mcp", request_id=_request_id_of(ctx)) as reader:
+                reader.client = reader.client or _declared_client(ctx)
                 return await read_resource(store, _grant_of(grant, ctx), str(params.uri))
         except StoreError as error:
             raise _resource_error(error) from None

@@ -34,11 +34,14 @@ Rules:
 8. `HEAD` is answered wherever `GET` is (`_get` registers both): the same handler, status and
    headers; the server sends no body for `HEAD`, and a blob's `HEAD` reads no byte of it. The
    `HEAD` twins stay out of the OpenAPI document.
+9. A blob request is one read audit entry (`OneEntry`), however many steps its body takes: the
+   range sent and the bytes actually served, with the outcome `aborted` (and why) when the body
+   ended before its last byte (the grant lost, the blob changed, the client gone).
 """
 
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
@@ -55,6 +58,7 @@ from pdpp_store import (
     StoreError,
     UnscopedRecordRef,
 )
+from pdpp_store._ops.audit import OneEntry
 
 from ._conditionals import etag, if_match_fails, none_match, parse_range, range_applies
 from ._deps import GrantDep, StoreDep, current_grant
@@ -90,26 +94,43 @@ class DownloadAborted(Exception):
 
 
 async def blob_body(
-    store: AsyncStore, grant: Grant, info: BlobInfo, first: int, last: int
-) -> AsyncIterator[bytes]:
+    store: AsyncStore, grant: Grant, info: BlobInfo, first: int, last: int, *, audit: OneEntry
+) -> AsyncGenerator[bytes, None]:
     """Bytes `first`..`last` of the blob, `BLOB_CHUNK_BYTES` per step, each step read through
-    `grant` and checked against `info` (rule 6)."""
+    `grant` and checked against `info` (rule 6); the download is one `audit` entry, written
+    when the body ends however it ends (rule 9)."""
     offset = first
-    while offset <= last:
-        length = min(BLOB_CHUNK_BYTES, last - offset + 1)
-        try:
-            part = await store.read_blob_range(grant, info.blob_id, offset, length)
-        except StoreError as refused:
-            why = f"the grant no longer reaches it ({refused.code})"
-        else:
-            if part.blob.sha256 == info.sha256 and len(part.data) == length:
-                yield part.data
-                offset += length
-                continue
-            why = "it no longer matches its headers"
-        sent, size = offset - first, last - first + 1
-        log.warning("blob download aborted after %d of %d bytes: %s", sent, size, why)
-        raise DownloadAborted(f"blob download aborted after {sent} of {size} bytes: {why}")
+    why = "client_gone"  # until the last byte is sent: a body not run to its end
+    try:
+        while offset <= last:
+            length = min(BLOB_CHUNK_BYTES, last - offset + 1)
+            try:
+                with audit.counting():
+                    part = await store.read_blob_range(grant, info.blob_id, offset, length)
+            except StoreError as refused:
+                why = refused.code
+                reason = f"the grant no longer reaches it ({refused.code})"
+            else:
+                if part.blob.sha256 == info.sha256 and len(part.data) == length:
+                    yield part.data
+                    offset += length
+                    continue
+                why = "blob_changed"
+                reason = "it no longer matches its headers"
+            sent, size = offset - first, last - first + 1
+            log.warning("blob download aborted after %d of %d bytes: %s", sent, size, reason)
+            raise DownloadAborted(f"blob download aborted after {sent} of {size} bytes: {reason}")
+        why = ""
+    finally:
+        served = {"served_bytes": offset - first}
+        audit.close(
+            {**_asked_range(info, first, last), **served, **({"aborted": why} if why else {})},
+            "aborted" if why else None,
+        )
+
+
+def _asked_range(info: BlobInfo, first: int, last: int) -> dict[str, object]:
+    return {"offset_bytes": first, "length_bytes": last - first + 1}
 
 
 _MIME = re.compile(r"[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+")
@@ -504,13 +525,22 @@ async def blob(
     blob_id: Annotated[str, Path(description="blob_sha256_<hex>.")],
 ) -> Response:
     args = BLOB_PARAMS.parse(request)
-    info = await store.blob_info(grant, blob_id)
-    headers = _blob_headers(info)
-    if none_match(args["If-None-Match"], headers["ETag"]):
-        return Response(status_code=304, headers=headers)
-    first, last = _byte_range(args["Range"], args["If-Range"], info, headers)
+    # rule 9: one entry for the request, however many reads it takes
+    audit = OneEntry({"blob_id": blob_id, "range": args["Range"]})
+    try:
+        with audit.counting():
+            info = await store.blob_info(grant, blob_id)
+        headers = _blob_headers(info)
+        if none_match(args["If-None-Match"], headers["ETag"]):
+            audit.close()
+            return Response(status_code=304, headers=headers)
+        first, last = _byte_range(args["Range"], args["If-Range"], info, headers)
+    except BaseException as error:  # refused (the read's own code is kept) or a 416
+        audit.close(None, error.code if isinstance(error, StoreError) else None)
+        raise
     status = 206 if "Content-Range" in headers else 200
     if request.method == "HEAD":  # rule 8: the headers, and no byte read
+        audit.close({**_asked_range(info, first, last), "served_bytes": 0})
         return Response(status_code=status, headers=headers)
-    body = blob_body(store, grant, info, first, last)
+    body = blob_body(store, grant, info, first, last, audit=audit)
     return StreamingResponse(body, status_code=status, headers=headers)

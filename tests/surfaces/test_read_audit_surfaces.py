@@ -35,6 +35,7 @@ __all__ = ["tokens_file"]
 STREAM = "message_bodies"
 B1 = f"{MAILBOX}/{STREAM}:b1"
 B2 = f"{MAILBOX}/{STREAM}:b2"
+A1 = f"{MAILBOX}/attachments:a1"
 QUERY = "short"
 VALUES = [CANARY, TEXT[100:140], TEXT[4000:4040], SECRET_DATA.decode()]
 """Stored values some answers below serve, which the audit must never hold."""
@@ -118,8 +119,17 @@ def _check_rest(answers: dict[str, httpx.Response], entries: list[AuditEntry]) -
             continue
         assert answer.status_code == 200, answer.text
         assert {e.outcome for e in mine} == {"ok"}
+        if name == "read_blob":  # one entry for the download, naming the record it came through
+            assert [(e.operation, e.record_ids, e.fields) for e in mine] == [
+                ("read_blob_range", (A1,), ("blob_ref",))
+            ]
+            assert (mine[0].stream, mine[0].connection_id) == ("attachments", MAILBOX)
+            assert mine[0].terms["served_bytes"] == len(answer.content) == len(DATA)
+            assert (mine[0].terms["offset_bytes"], mine[0].terms["length_bytes"]) == (0, len(DATA))
+            assert set(ROUTE_OPERATIONS[name]) >= {mine[0].operation}
+            continue
         assert {e.operation for e in mine} == set(ROUTE_OPERATIONS[name])
-        body = {} if name == "read_blob" else answer.json()
+        body = answer.json()
         served = [e.record_ids for e in mine]
         if name == "read_field_window":
             assert served == [(B1,)]
@@ -131,7 +141,7 @@ def _check_rest(answers: dict[str, httpx.Response], entries: list[AuditEntry]) -
             assert served == [_ids(body["data"])]
             assert mine[0].record_count == len(body["data"])
             assert mine[0].terms.get("q", QUERY) == QUERY
-        else:  # an aggregate, a discovery, a blob: no record served
+        else:  # an aggregate, a discovery: no record served
             assert served == [()] * len(mine)
 
 
