@@ -77,12 +77,28 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     granted = draw(st.one_of(st.none(), st.sets(st.sampled_from(LEXICAL + OTHER))))
     pool = [text for record in records for key, text in record.items() if key not in ("id",)]
     terms = []
-    for _ in range(draw(st.integers(1, 3))):
+    runs = st.text(st.sampled_from(LAYOUT), min_size=1, max_size=3)
+    inner = [
+        (text, found)
+        for text in pool
+        for found in re.finditer("[" + re.escape(LAYOUT) + "]+", text)
+        if 0 < found.start() and found.end() < len(text)
+    ]
+    if inner and draw(st.booleans()):
+        # A phrase across a run of layout in a drawn text, its run redrawn.
+        text, found = draw(st.sampled_from(inner))
+        begin = draw(st.integers(max(0, found.start() - 4), found.start() - 1))
+        end = draw(st.integers(found.end() + 1, min(len(text), found.end() + 4)))
+        terms.append(text[begin : found.start()] + draw(runs) + text[found.end() : end])
+    for _ in range(draw(st.integers(0 if terms else 1, 2 if terms else 3))):
         from_pool: bool = draw(st.booleans())
         if pool and from_pool:
             source = draw(st.sampled_from(pool))
             start = draw(st.integers(0, max(0, len(source) - 1)))
             piece = source[start : start + draw(st.integers(1, 12))]
+            if draw(st.booleans()):
+                # The same words laid out otherwise: each run of layout redrawn.
+                piece = re.sub("[" + re.escape(LAYOUT) + "]+", lambda _: draw(runs), piece)
         else:
             piece = draw(st.text(ALPHABET, min_size=1, max_size=4))
         terms.append(piece)
