@@ -36,8 +36,8 @@ from pdpp_store._core.cursor import Position, mint_position, open_position
 from pdpp_store._core.errors import BadRequest, NotFound
 from pdpp_store._core.filters import Filter, parse_filter
 from pdpp_store._core.grants import Grant, StreamGrant, as_grant
-from pdpp_store._core.layout import index_word, is_phrase
 from pdpp_store._core.identity import FieldWindowRef, RecordRef, validate_safe_name
+from pdpp_store._core.layout import index_word, is_phrase
 from pdpp_store._core.manifest import Manifest
 from pdpp_store._core.query import (
     DEFAULT_PAGE_SIZE,

@@ -249,7 +249,7 @@ def _match_scan(
     return select(branches.subquery("hit_branches")).limit(1)
 
 
-def _scan_params(
+def _scan_params(  # noqa: PLR0917 - a match's arguments, as `match_window` takes them
     ref: RecordRef,
     path: str,
     grant: StreamGrant,
@@ -473,9 +473,7 @@ def _match_window(
     # so each is computed once and the window's chunk range reaches the primary-key index as a
     # bound, exactly as in `field_window`. (Joined instead, a planner without statistics was
     # seen to walk all the chunks and test the range on each.)
-    hit = (
-        _match_scan(shape, mode, indexed, bound, caps).cte("hit").prefix_with("MATERIALIZED")
-    )
+    hit = _match_scan(shape, mode, indexed, bound, caps).cte("hit").prefix_with("MATERIALIZED")
     match_start = hit.c.chunk_no * CHUNK_CHARS + hit.c.position - 1
     start = greatest(match_start - bindparam("m_before", type_=Integer), 0)
     wanted = func.coalesce(

@@ -230,9 +230,7 @@ def hit_counts(
     filters = tuple(group.filter for group in groups)
     if not any(f.clauses for f in filters):
         filters = ()
-    return Execute(
-        partial(_hit_counts, shapes, layout, filters, _phrases(needles), chunks), params
-    )
+    return Execute(partial(_hit_counts, shapes, layout, filters, _phrases(needles), chunks), params)
 
 
 def _searched_paths(targets: Any) -> ColumnElement[bool]:

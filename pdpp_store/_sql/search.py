@@ -13,7 +13,9 @@ Rules:
 3. A term matches a chunk when the folded needle occurs in the chunk's folded text extended by
    the next chunk's folded head: the stored 63-code-point look-ahead for terms of up to 64 code
    points, a probe of the next chunk for longer ones (terms are at most 256 code points, chunks
-   1024, so a term crosses at most one boundary).
+   1024, so a term crosses at most one boundary). A phrase (a term holding whitespace) is
+   looked for in the chunk and the whole next chunk, squeezed (`match.squeezed`), with its
+   needle squeezed (`match.bound_needle`): docs/decisions.md, "Phrases that forgive layout".
 4. Hits come in key order `(connection_id, stream, record_id)` (byte order on both databases),
    strictly after the page cursor's key: keyset pages that never skip or repeat a hit.
 5. As everywhere in `_sql`: every selected column is labelled, and each statement's rows are decoded
@@ -373,9 +375,7 @@ def _first_occurrences(
             .scalar_subquery()
         )
         in_phrase = strpos(squeezed(here + func.coalesce(following, "")), terms.c.needle)
-        position = case(
-            (terms.c.phrase == 1, case((in_phrase > 0, 1), else_=0)), else_=position
-        )
+        position = case((terms.c.phrase == 1, case((in_phrase > 0, 1), else_=0)), else_=position)
     page, conditions = _page_fields(shapes, targets)
     occurs = and_(
         _same_field(chunk, fields),

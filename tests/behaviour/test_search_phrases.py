@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
+import pytest
 from _data import MAILBOX, body, owner, ref_id, setup_mailbox
 from _fronts import StoreFront
 
@@ -153,11 +154,12 @@ def test_match_windows_follow_the_same_rule(store: StoreFront) -> None:
     seen = [found[0]]
     cursor = envelope["next_match_cursor"]
     while cursor is not None:
-        try:
-            page = store.read_field_window(OWNER, record, BODY, cursor=cursor).to_dict()
-        except StoreError as error:  # a match cursor past the last occurrence
-            assert error.code == "query_not_found"
+        if len(seen) == len(found):  # a match cursor past the last occurrence
+            with pytest.raises(StoreError) as past:
+                store.read_field_window(OWNER, record, BODY, cursor=cursor)
+            assert past.value.code == "query_not_found"
             break
+        page = store.read_field_window(OWNER, record, BODY, cursor=cursor).to_dict()
         match = page["window"]
         seen.append((match["match_start_chars"], match["match_end_chars"]))
         assert match["text"] == text[match["start_chars"] : match["end_chars"]]
@@ -178,9 +180,6 @@ def test_match_windows_follow_the_same_rule(store: StoreFront) -> None:
         envelope = window.to_dict()["window"]
         got = (envelope["match_start_chars"], envelope["match_end_chars"])
         assert got == hops[occurrence - 1]
-    try:
+    with pytest.raises(StoreError) as missing:
         store.read_field_window(OWNER, record, BODY, q="due now later")
-    except StoreError as error:
-        assert error.code == "query_not_found"
-    else:
-        raise AssertionError("a phrase that does not occur is query_not_found")
+    assert missing.value.code == "query_not_found"

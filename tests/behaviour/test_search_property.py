@@ -4,9 +4,10 @@ phases, the scan and the index, answer).
 
 The oracle reads the contract and the documented score (docs/search.md, "Relevance") alone: a
 record matches when every folded term occurs in the folded text of one of its searchable granted
-fields (a term holding whitespace, a phrase, with each run of whitespace in it matching any run
-of space, tab, LF, VT, FF or CR in the text: a regular expression written here) (the manifest's lexical fields the grant covers); hits come by score (computed here from
-the formula, not by the store's code), then newest first by the granted order field
+fields (the manifest's lexical fields the grant covers; a term holding whitespace, a phrase,
+with each run of whitespace in it matching any run of space, tab, LF, VT, FF or CR in the text:
+a regular expression written here); hits come by score (computed here from the formula, not by
+the store's code), then newest first by the granted order field
 (`received_at`), then key; or by time alone for `desc`/`asc`; per matched field the excerpt is
 the first occurrence of the first term (in query order) found there; each hit's record card shows
 the declared-role fields the grant covers, cut to their slots' bounds (§13). Every page is read;
@@ -45,6 +46,8 @@ def _needle(term: str) -> re.Pattern[str]:
     layout matching any run in the text."""
     run = "[" + re.escape(LAYOUT) + "]+"
     return re.compile(run.join(re.escape(piece) for piece in re.split(run, term)))
+
+
 _CONNECTIONS = itertools.count()
 
 
@@ -82,7 +85,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         (text, found)
         for text in pool
         for found in re.finditer("[" + re.escape(LAYOUT) + "]+", text)
-        if 0 < found.start() and found.end() < len(text)
+        if found.start() > 0 and found.end() < len(text)
     ]
     if inner and draw(st.booleans()):
         # A phrase across a run of layout in a drawn text, its run redrawn.
