@@ -363,7 +363,7 @@ def _first_occurrences(
             .scalar_subquery()
         )
     here = func.coalesce(chunk.c.folded, chunk.c.text)
-    position = strpos(here + func.coalesce(ahead, ""), terms.c.needle)
+    position: ColumnElement[int] = strpos(here + func.coalesce(ahead, ""), terms.c.needle)
     if phrases:
         # A phrase is looked for as the hits statement looks for it (squeezed, in the chunk
         # and the whole next one); its offset is not taken from squeezed text: the position

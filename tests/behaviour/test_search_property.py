@@ -87,7 +87,8 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         for found in re.finditer("[" + re.escape(LAYOUT) + "]+", text)
         if found.start() > 0 and found.end() < len(text)
     ]
-    if inner and draw(st.booleans()):
+    across: bool = draw(st.booleans())
+    if inner and across:
         # A phrase across a run of layout in a drawn text, its run redrawn.
         text, found = draw(st.sampled_from(inner))
         begin = draw(st.integers(max(0, found.start() - 4), found.start() - 1))
