@@ -323,24 +323,21 @@ def first_occurrences(
     over the chunks is the first occurrence."""
     params = {**_page_params(grants), "e_targets": _bound_json(targets), "e_chunks": chunks}
     modes = [needle_mode(needle) for needle in terms]
+    phrases = PHRASE in modes
     params["e_terms"] = _bound_json(
         [
-            (n, bound_needle(needle), len(needle), int(mode == PHRASE))
+            (n, bound_needle(needle), len(needle), *((int(mode == PHRASE),) if phrases else ()))
             for n, (needle, mode) in enumerate(zip(terms, modes, strict=True))
         ]
     )
     shapes = tuple(GrantShape.of(grant) for grant in grants)
     long_terms = any(len(needle) - 1 > LOOKAHEAD_CHARS for needle in terms)
-    phrases = PHRASE in modes
     return Execute(partial(_first_occurrences, shapes, long_terms, phrases), params)
 
 
-_TERM_COLUMNS: BoundColumns = (
-    ("term_no", False),
-    ("needle", True),
-    ("q_len", False),
-    ("phrase", False),
-)
+_TERM_COLUMNS: BoundColumns = (("term_no", False), ("needle", True), ("q_len", False))
+_PHRASE_TERM_COLUMNS: BoundColumns = (*_TERM_COLUMNS, ("phrase", False))
+"""With a phrase among the terms: which terms are phrases."""
 
 
 def _same_field(table: Any, other: Any) -> ColumnElement[bool]:
@@ -352,7 +349,7 @@ def _first_occurrences(
     shapes: tuple[GrantShape, ...], long_terms: bool, phrases: bool, caps: Capabilities
 ) -> Select[Any]:
     targets = bound_rows(caps, "e_targets", _TARGET_COLUMNS)
-    terms = bound_rows(caps, "e_terms", _TERM_COLUMNS)
+    terms = bound_rows(caps, "e_terms", _PHRASE_TERM_COLUMNS if phrases else _TERM_COLUMNS)
     chunk = field_chunks
     ahead: ColumnElement[str] = chunk.c.lookahead
     if long_terms:
