@@ -6,7 +6,9 @@ fields are f, each with its text x_f (the field's first `SCORE_CHARS` code point
 and its length n_f (the whole field's length in code points):
 
     occ(t, x)  = the occurrences of t in x, found left to right without overlap (`str.find`
-                 from the end of the previous one), as matching finds them (a substring);
+                 from the end of the previous one), as matching finds them (a substring; a
+                 phrase, a needle holding whitespace, with its runs of whitespace matching
+                 any run in x: `layout.spans`);
     weight(o)  = 1 if the occurrence is a whole word (the code point before it and the one
                  after it are not word characters, or are the ends of x), else `PART_WEIGHT`;
                  a phrase counts the same way, as a whole;
@@ -33,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from .folding import fold
+from .layout import spans
 
 __all__ = [
     "AVERAGE_CHARS",
@@ -60,17 +63,12 @@ def _wordy(char: str) -> bool:
 
 def occurrence_weight(folded: str, needle: str) -> float:
     """tf of one folded needle in one folded text (rule 3's prefix already cut)."""
-    if not needle:
-        return 0.0
     total = 0.0
-    at = folded.find(needle)
-    while at >= 0:
-        end = at + len(needle)
+    for at, end in spans(folded, needle):
         whole = (at == 0 or not _wordy(folded[at - 1])) and (
             end == len(folded) or not _wordy(folded[end])
         )
         total += 1.0 if whole else PART_WEIGHT
-        at = folded.find(needle, end)
     return total
 
 

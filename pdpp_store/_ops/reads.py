@@ -390,7 +390,7 @@ def read_field_window(
         bounds, rows = yield from _find(
             ref, path, stream_grant, chosen, from_chars=from_chars, bound=bound
         )
-        match = (bounds.match_start, bounds.match_start + len(chosen.q))
+        match = (bounds.match_start, bounds.match_end)
         start, limit = bounds.start, bounds.limit
         # Paging on from a match reads windows of the caller's `limit_chars`, else of the
         # default size, never of the match window's (docs/decisions.md, "Reads").
@@ -481,7 +481,7 @@ def _find(
     needle = fold(chosen.q)
     for hop in range(chosen.occurrence):
         last = hop == chosen.occurrence - 1
-        found = yield match_sql.match_window(
+        found = yield from match_sql.find(
             ref,
             path,
             stream_grant,
@@ -492,12 +492,12 @@ def _find(
             from_chars=from_chars,
             digest_prefix=bound,
         )
-        if not found:
+        if found is None:
             break
-        bounds = match_sql.match_bounds(found[0])
+        bounds, rows = found
         if last:
-            return bounds, found
-        from_chars, bound = bounds.match_start + 1, str(found[0]["digest"])
+            return bounds, rows
+        from_chars, bound = bounds.match_start + 1, str(rows[0]["digest"])
     info = _text_like(
         _present((yield read_sql.field_meta(ref, path, stream_grant)), ref, path), ref
     )

@@ -37,6 +37,7 @@ from pdpp_store._core.errors import BadRequest, NotFound
 from pdpp_store._core.filters import Filter, parse_filter
 from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import FieldWindowRef, RecordRef, validate_safe_name
+from pdpp_store._core.layout import index_word, is_phrase
 from pdpp_store._core.manifest import Manifest
 from pdpp_store._core.query import (
     DEFAULT_PAGE_SIZE,
@@ -416,7 +417,7 @@ def _counted_hits(
     scanned = keys_of((yield search_sql.next_keys(stream_grants, groups, None, SCAN_RECORDS)) or [])
     if not scanned:
         return [], {}
-    longest = max(needles, key=len)
+    longest = _index_word(needles)
     if len(scanned) == SCAN_RECORDS and len(longest) < MIN_INDEXED_NEEDLE:
         every = yield from _matching_keys(stream_grants, groups, query, None, ALL_HITS)
         request = ranking_sql.occurrence_counts(
@@ -465,6 +466,12 @@ def _counted_hits(
         position = batch[-1]
         size = min(size * 2, MAX_CANDIDATE_BATCH)
     return keys, counts
+
+
+def _index_word(needles: Sequence[str]) -> str:
+    """What the index is asked for: the longest term, or word of a phrase (the index's
+    trigrams hold no layout, `layout.index_word`)."""
+    return max((index_word(needle) for needle in needles), key=len)
 
 
 def _decided(
@@ -545,7 +552,7 @@ def _matching_keys(
     if len(scanned) < SCAN_RECORDS or len(found) >= wanted:
         return found
     upto = scanned[-1]
-    longest = max(needles, key=len)
+    longest = _index_word(needles)
     if len(longest) < MIN_INDEXED_NEEDLE:  # no term the index can serve: scan the rest
         rest = yield search_sql.hits(stream_grants, groups, needles, upto, wanted - len(found))
         return found + keys_of(rest or [])
@@ -593,7 +600,10 @@ def _page_evidence(
     for target, field in found.items():
         whole = field.info.size_chars <= SCAN_CHUNKS * CHUNK_CHARS
         first = next((n for n, at in enumerate(field.starts) if at is not None), None)
-        if first is not None and (whole or first == 0):
+        if first is not None and is_phrase(query.terms[first].folded):
+            # The statement says where a phrase occurs, not its exact span: asked again.
+            answer[target] = _ASK
+        elif first is not None and (whole or first == 0):
             match_start = field.starts[first]
             assert match_start is not None
             chosen[target] = (query.terms[first], match_start, field)
@@ -619,7 +629,7 @@ def _page_evidence(
                 target[3],
                 term,
                 field.info,
-                match_start,
+                (match_start, match_start + len(term.folded)),
                 start,
                 texts[target],
             )
@@ -632,7 +642,7 @@ def _evidence(
     """The first occurrence of the first term (in query order) the field holds, with a
     preview cut around it from the same text (one match-window statement per term tried)."""
     for term in query.terms:
-        rows = yield match_sql.match_window(
+        found = yield from match_sql.find(
             ref,
             path,
             stream_grant,
@@ -641,12 +651,18 @@ def _evidence(
             after=PREVIEW_AFTER,
             limit=None,
         )
-        if rows:
+        if found is not None:
+            bounds, rows = found
             info = read_sql.field_info(rows[0])
             assert info is not None  # a match window's rows always carry the field
-            bounds = match_sql.match_bounds(rows[0])
             return _excerpt(
-                ref, path, term, info, bounds.match_start, bounds.start, read_sql.window_text(rows)
+                ref,
+                path,
+                term,
+                info,
+                (bounds.match_start, bounds.match_end),
+                bounds.start,
+                read_sql.window_text(rows),
             )
     return None
 
@@ -656,14 +672,13 @@ def _excerpt(  # noqa: PLR0917 - the parts of one excerpt, named where it is bui
     path: str,
     term: Term,
     info: FieldInfo,
-    match_start: int,
+    match: tuple[int, int],
     start: int,
     text: str,
 ) -> MatchExcerpt:
+    match_start, match_end = match
     window_start = max(0, match_start - READ_CONTEXT_CHARS)
-    window_limit = min(
-        match_start - window_start + len(term.text) + READ_CONTEXT_CHARS, MAX_LIMIT_CHARS
-    )
+    window_limit = min(match_end - window_start + READ_CONTEXT_CHARS, MAX_LIMIT_CHARS)
     read = Continuation(
         "read_field_window",
         {
@@ -679,7 +694,7 @@ def _excerpt(  # noqa: PLR0917 - the parts of one excerpt, named where it is bui
         field_path=path,
         term=term.text,
         match_start_chars=match_start,
-        match_end_chars=match_start + len(term.text),
+        match_end_chars=match_end,
         preview_text=text,
         start_chars=start,
         total_chars=info.size_chars,

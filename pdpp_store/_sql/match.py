@@ -27,31 +27,88 @@ from sqlalchemy import (
     bindparam,
     exists,
     func,
+    literal,
     select,
     union_all,
 )
 
+from pdpp_store._core.folding import fold
 from pdpp_store._core.grants import StreamGrant
 from pdpp_store._core.identity import RecordRef
+from pdpp_store._core.layout import (
+    WHITESPACE,
+    first_span,
+    first_word,
+    is_phrase,
+    squeeze,
+    squeeze_passes,
+)
 from pdpp_store._core.values import CHUNK_CHARS, LOOKAHEAD_CHARS
-from pdpp_store._core.window import MAX_LIMIT_CHARS
+from pdpp_store._core.window import MAX_LIMIT_CHARS, match_window_limit, match_window_start
 
 from . import visibility
 from .dialects import Capabilities, greatest, least, strpos
 from .index import MIN_INDEXED_NEEDLE, SCAN_CHUNKS, fts_query, late_hits, like_pattern
-from .reads import FIELD_META
-from .requests import Execute, Row
+from .reads import FIELD_META, field_info, field_window
+from .requests import Execute, Op, Row, Rows
 from .tables import field_chunks, fields
 from .visibility import GrantShape, grant_params, kind_in, record_is, record_params, same_record
 
-__all__ = ["MatchBounds", "haystack_at", "match_bounds", "match_window"]
+__all__ = [
+    "LONG",
+    "PHRASE",
+    "SHORT",
+    "MatchBounds",
+    "find",
+    "haystack_at",
+    "match_bounds",
+    "match_window",
+    "needle_mode",
+    "squeezed",
+]
+
+SHORT, LONG, PHRASE = 0, 1, 2
+"""How a needle is looked for in a chunk (`needle_mode`): in the chunk and its stored
+look-ahead; in the chunk and the next chunk's head; as a phrase, in the chunk and the whole
+next chunk with layout squeezed (`squeezed`)."""
+
+_LAYOUT_CHARS = tuple(char for char in WHITESPACE if char != " ")
+PHRASE_CHARS = 2 * CHUNK_CHARS
+"""A phrase's haystack: a chunk and the whole next chunk."""
 
 
-def _next_head(chunks: Any, overlap: ColumnElement[int]) -> ColumnElement[str]:
-    """The next chunk's first `overlap` folded code points: a probe on the full primary key."""
+def needle_mode(needle: str) -> int:
+    """`SHORT`, `LONG` or `PHRASE` for a folded needle."""
+    if is_phrase(needle):
+        return PHRASE
+    return LONG if len(needle) - 1 > LOOKAHEAD_CHARS else SHORT
+
+
+def bound_needle(needle: str) -> str:
+    """What the statements compare with a folded needle: a phrase squeezed
+    (`layout.squeeze`), as its haystack is (`squeezed`)."""
+    return squeeze(needle) if is_phrase(needle) else needle
+
+
+def squeezed(text: ColumnElement[str], chars: int = PHRASE_CHARS) -> ColumnElement[str]:
+    """`text` (of at most `chars` code points) with every run of layout as one space, as
+    `layout.squeeze` gives it: each layout character replaced by a space (lengths kept), then
+    `replace('  ', ' ')` as often as a run of `chars` spaces needs (`layout.squeeze_passes`).
+    Plain `replace`, the same on both databases and with nothing registered in SQLite."""
+    for char in _LAYOUT_CHARS:
+        text = func.replace(text, literal(char, Text()), literal(" ", Text()))
+    for _ in range(squeeze_passes(chars)):
+        text = func.replace(text, literal("  ", Text()), literal(" ", Text()))
+    return text
+
+
+def _next_text(chunks: Any, overlap: ColumnElement[int] | None) -> ColumnElement[str]:
+    """The next chunk's folded text (its first `overlap` code points, when given): a probe on
+    the full primary key."""
     nxt = field_chunks.alias("nxt")
+    text: ColumnElement[str] = func.coalesce(nxt.c.folded, nxt.c.text)
     return (
-        select(func.substr(func.coalesce(nxt.c.folded, nxt.c.text), 1, overlap))
+        select(text if overlap is None else func.substr(text, 1, overlap))
         .where(
             same_record(nxt, chunks),
             nxt.c.path == chunks.c.path,
@@ -65,20 +122,24 @@ _OVERLAP = bindparam("m_overlap", type_=Integer)
 
 
 def haystack_at(
-    chunks: Any, long_needle: bool, overlap: ColumnElement[int] = _OVERLAP
+    chunks: Any, long_needle: int, overlap: ColumnElement[int] = _OVERLAP
 ) -> ColumnElement[str]:
-    """A chunk's folded text followed by the next chunk's folded head: the stored look-ahead
-    for needles of up to `LOOKAHEAD_CHARS + 1` code points, else a probe of the next chunk's
-    first `overlap` code points (the needle's length less one)."""
+    """What a needle is looked for in, per chunk (`needle_mode`): the chunk's folded text
+    followed by the stored look-ahead (`SHORT`: needles of up to `LOOKAHEAD_CHARS + 1` code
+    points), by the next chunk's first `overlap` code points (`LONG`: the needle's length less
+    one), or (`PHRASE`) by the whole next chunk, squeezed (`squeezed`; the needle bound is
+    squeezed too, `bound_needle`)."""
     here: ColumnElement[str] = func.coalesce(chunks.c.folded, chunks.c.text)
+    if long_needle == PHRASE:
+        return squeezed(here + func.coalesce(_next_text(chunks, None), ""))
     if not long_needle:
         return here + func.coalesce(chunks.c.lookahead, "")
-    return here + func.coalesce(_next_head(chunks, overlap), "")
+    return here + func.coalesce(_next_text(chunks, overlap), "")
 
 
 @cache
 def _match_scan(
-    shape: GrantShape, long_needle: bool, indexed: bool, bound: bool, caps: Capabilities
+    shape: GrantShape, mode: int, indexed: bool, bound: bool, caps: Capabilities
 ) -> Select[Any]:
     """The first occurrence of the folded needle at or after code point `m_from` (in chunk
     `m_first`): the chunk whose folded text, extended by the next chunk's first `len(q) - 1`
@@ -98,12 +159,15 @@ def _match_scan(
 
     A needle of up to `LOOKAHEAD_CHARS + 1` code points is searched in each chunk's folded text
     followed by its stored look-ahead: one row read per chunk. A longer one needs up to
-    `len(q) - 1` code points of the next chunk. In the scan, where window functions stream
-    (`caps.streams_window_functions`): `lead()` over the chunks in key order (the window
-    aggregate streams behind the index scan, so the scan still stops at the first hit).
-    Elsewhere, and in the index branch, the next chunk's head is a correlated scalar subquery on
-    the full primary key: one index probe per chunk read.
+    `len(q) - 1` code points of the next chunk, a phrase (`PHRASE`) the whole next chunk, both
+    texts squeezed (`squeezed`): its position is then one in the squeezed text, and only the
+    chunk counts (`find` takes the offsets from the chunks' texts). In the scan, where window
+    functions stream (`caps.streams_window_functions`): `lead()` over the chunks in key order
+    (the window aggregate streams behind the index scan, so the scan still stops at the first
+    hit). Elsewhere, and in the index branch, the next chunk's text is a correlated scalar
+    subquery on the full primary key: one index probe per chunk read.
     """
+    long_needle = mode != SHORT
     the_field = and_(record_is(fields), fields.c.path == bindparam("f_path"))
     field_checks = [the_field, kind_in(text_like=True)]
     if bound:
@@ -125,13 +189,18 @@ def _match_scan(
     # Within `m_from`'s chunk, only what starts at or after it (`skip` is 0 in later chunks).
     skip = greatest(bindparam("m_from", type_=Integer) - field_chunks.c.chunk_no * CHUNK_CHARS, 0)
     first = field_chunks.c.chunk_no >= bindparam("m_first", type_=Integer)
+
+    def look(haystack: ColumnElement[str]) -> ColumnElement[int]:
+        rest = func.substr(haystack, skip + 1)
+        return strpos(squeezed(rest) if mode == PHRASE else rest, needle)
+
     # The scan's range: with the index, the chunks before `m_stop`; a streamed `lead()` also
     # reads chunk `m_stop` itself, for the head of the text after the last scanned chunk.
     scanned = (field_chunks.c.chunk_no < stop,) if indexed else ()
     if long_needle and caps.streams_window_functions:
         following = func.lead(here).over(order_by=field_chunks.c.chunk_no)
-        ahead = func.substr(following, 1, _OVERLAP)
-        found = strpos(func.substr(here + func.coalesce(ahead, ""), skip + 1), needle)
+        ahead = following if mode == PHRASE else func.substr(following, 1, _OVERLAP)
+        found = look(here + func.coalesce(ahead, ""))
         read = (field_chunks.c.chunk_no <= stop,) if indexed else ()
         hits = (
             select(chunk_no, found.label("found"), (skip + found).label("position"))
@@ -145,7 +214,10 @@ def _match_scan(
             .limit(1)
         )
     else:
-        found = strpos(func.substr(haystack_at(field_chunks, long_needle), skip + 1), needle)
+        unsqueezed = haystack_at(field_chunks, LONG if long_needle else SHORT)
+        if mode == PHRASE:
+            unsqueezed = here + func.coalesce(_next_text(field_chunks, None), "")
+        found = look(unsqueezed)
         scan = (
             select(chunk_no, (skip + found).label("position"), digest)
             .where(*checks, first, *scanned, found > 0)
@@ -160,7 +232,7 @@ def _match_scan(
         record_is(past), past.c.path == bindparam("f_path"), past.c.chunk_no == stop
     )
     late = field_chunks.alias("late")
-    late_found = strpos(haystack_at(late, long_needle), needle)
+    late_found = strpos(haystack_at(late, mode), needle)
     index_branch = late_hits(
         caps,
         late,
@@ -175,6 +247,42 @@ def _match_scan(
     # `LIMIT 1` stops there, before the index is asked.
     branches = union_all(scan.subquery().select(), index_branch.subquery().select())
     return select(branches.subquery("hit_branches")).limit(1)
+
+
+def _scan_params(  # noqa: PLR0917 - a match's arguments, as `match_window` takes them
+    ref: RecordRef,
+    path: str,
+    grant: StreamGrant,
+    needle: str,
+    from_chars: int,
+    digest_prefix: str | None,
+    use_index: bool,
+) -> tuple[dict[str, Any], tuple[GrantShape, int, bool, bool]]:
+    """`_match_scan`'s parameters and the key of its statement."""
+    first = from_chars // CHUNK_CHARS
+    mode = needle_mode(needle)
+    bound_text = bound_needle(needle)
+    params = {
+        **record_params(ref, path),
+        **grant_params(grant),
+        "m_needle": bound_text,
+        "m_overlap": len(needle) - 1,
+        "m_from": from_chars,
+        "m_first": first,
+    }
+    if digest_prefix is not None:
+        params["m_prefix"] = digest_prefix
+        params["m_prefix_len"] = len(digest_prefix)
+    # The index names the chunks that hold the head of what it is asked for; a phrase's
+    # first word starts in the chunk the phrase starts in (one that starts with layout is
+    # scanned for alone).
+    asked = first_word(needle) if mode == PHRASE else needle
+    indexed = use_index and len(asked) >= MIN_INDEXED_NEEDLE
+    if indexed:
+        params["m_stop"] = first + SCAN_CHUNKS
+        params["m_fts"] = fts_query(asked)
+        params["m_like"] = like_pattern(asked[: LOOKAHEAD_CHARS + 1])
+    return params, (GrantShape.of(grant), mode, indexed, digest_prefix is not None)
 
 
 def match_window(
@@ -196,31 +304,139 @@ def match_window(
     No row: nothing matched, or the record, field or kind does not allow a match (`field_meta`
     tells which). The occurrence found is the first at or after `from_chars`, in a field whose
     digest still starts with `digest_prefix` when given. `use_index=False` scans every chunk
-    (the benchmarks' baseline)."""
-    first = from_chars // CHUNK_CHARS
-    params = {
-        **record_params(ref, path),
-        **grant_params(grant),
-        "m_needle": needle,
-        "m_overlap": len(needle) - 1,
-        "m_before": before,
-        "m_after": after,
-        "m_q_len": len(needle),
-        "m_limit": limit,
-        "m_from": from_chars,
-        "m_first": first,
-    }
-    if digest_prefix is not None:
-        params["m_prefix"] = digest_prefix
-        params["m_prefix_len"] = len(digest_prefix)
-    indexed = use_index and len(needle) >= MIN_INDEXED_NEEDLE
-    if indexed:
-        params["m_stop"] = first + SCAN_CHUNKS
-        params["m_fts"] = fts_query(needle)
-        params["m_like"] = like_pattern(needle[: LOOKAHEAD_CHARS + 1])
-    shape, long_needle = GrantShape.of(grant), len(needle) - 1 > LOOKAHEAD_CHARS
-    bound = digest_prefix is not None
-    return Execute(partial(_match_window, shape, long_needle, indexed, bound), params)
+    (the benchmarks' baseline). Not for a phrase (`find` takes its offsets in Python)."""
+    if is_phrase(needle):
+        raise ValueError("a phrase's window is found by `find`")
+    params, key = _scan_params(ref, path, grant, needle, from_chars, digest_prefix, use_index)
+    params.update({"m_before": before, "m_after": after, "m_q_len": len(needle), "m_limit": limit})
+    return Execute(partial(_match_window, *key), params)
+
+
+def phrase_hit(
+    ref: RecordRef,
+    path: str,
+    grant: StreamGrant,
+    *,
+    needle: str,
+    from_chars: int = 0,
+    digest_prefix: str | None = None,
+    use_index: bool = True,
+) -> Execute:
+    """The chunk where a phrase's first occurrence at or after `from_chars` starts (found as
+    `_match_scan` finds it), the field's digest, and the texts of that chunk and the next (two
+    chunks of the field the caller may read: no more than a window shows), as rows
+    (`hit_chunk`, `chunk_no`, `digest`, `text`) in chunk order. No row: nothing matched."""
+    params, key = _scan_params(ref, path, grant, needle, from_chars, digest_prefix, use_index)
+    return Execute(partial(_phrase_hit, *key), params)
+
+
+@cache
+def _phrase_hit(
+    shape: GrantShape, mode: int, indexed: bool, bound: bool, caps: Capabilities
+) -> Select[Any]:
+    hit = _match_scan(shape, mode, indexed, bound, caps).cte("hit").prefix_with("MATERIALIZED")
+    at = select(hit.c.chunk_no).scalar_subquery()
+    return (
+        select(
+            at.label("hit_chunk"),
+            select(hit.c.digest).scalar_subquery().label("digest"),
+            field_chunks.c.chunk_no.label("chunk_no"),
+            field_chunks.c.text.label("text"),
+        )
+        .where(
+            record_is(field_chunks),
+            field_chunks.c.path == bindparam("f_path"),
+            field_chunks.c.chunk_no.between(at, at + 1),
+        )
+        .order_by(field_chunks.c.chunk_no)
+    )
+
+
+def phrase_span(rows: Rows, needle: str, from_chars: int) -> tuple[int, int, str] | None:
+    """`phrase_hit`'s answer: the phrase's exact `[start, end)` in the field (found with
+    `layout.first_span` in the two chunks' folded text) and the digest; None if no row."""
+    if not rows:
+        return None
+    hit = int(rows[0]["hit_chunk"])
+    text = "".join(str(row["text"]) for row in rows)
+    base = hit * CHUNK_CHARS
+    span = first_span(fold(text), needle, max(from_chars - base, 0))
+    if span is None:  # the statement and the oracle disagree: never found, never guessed
+        return None
+    return base + span[0], base + span[1], str(rows[0]["digest"])
+
+
+_PHRASE_TRIES = 3
+"""A phrase's window is a second statement, bound to the digest the first saw: if the field
+changed in between, the phrase is looked for again (reads are a snapshot per statement)."""
+
+
+def find(
+    ref: RecordRef,
+    path: str,
+    grant: StreamGrant,
+    *,
+    needle: str,
+    before: int,
+    after: int,
+    limit: int | None,
+    from_chars: int = 0,
+    digest_prefix: str | None = None,
+    use_index: bool = True,
+) -> Op[tuple[MatchBounds, Rows] | None]:
+    """The window around the first occurrence of a folded needle at or after `from_chars`
+    (docs/contract.md §7 `q`): its bounds and its rows (`field_window`'s columns; the first
+    row carries the field's metadata), or None when nothing matched. A plain needle is one
+    statement (`match_window`); a phrase two: `phrase_hit`, whose chunks give the exact span
+    in Python (`layout`), then the window cut from the text with the digest the phrase was
+    found in. The window's length is the matched span's, not the needle's."""
+    if not is_phrase(needle):
+        rows = yield match_window(
+            ref,
+            path,
+            grant,
+            needle=needle,
+            before=before,
+            after=after,
+            limit=limit,
+            from_chars=from_chars,
+            digest_prefix=digest_prefix,
+            use_index=use_index,
+        )
+        if not rows:
+            return None
+        return match_bounds(rows[0], len(needle)), rows
+    for _ in range(_PHRASE_TRIES):
+        hit = phrase_span(
+            (
+                yield phrase_hit(
+                    ref,
+                    path,
+                    grant,
+                    needle=needle,
+                    from_chars=from_chars,
+                    digest_prefix=digest_prefix,
+                    use_index=use_index,
+                )
+            )
+            or [],
+            needle,
+            from_chars,
+        )
+        if hit is None:
+            return None
+        match_start, match_end, digest = hit
+        start = match_window_start(match_start, before)
+        window, clamped = match_window_limit(
+            match_start, start, match_end - match_start, after, limit
+        )
+        rows = (
+            yield field_window(ref, path, grant, start=start, limit=window, digest_prefix=digest)
+        ) or []
+        info = field_info(rows[0]) if rows else None
+        if info is not None and info.digest == digest:
+            return MatchBounds(match_start, start, window, clamped, match_end), rows
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,28 +449,31 @@ class MatchBounds:
     limit: int
     clamped: bool
     """The limit the arguments asked for was above `MAX_LIMIT_CHARS` and was cut to it."""
+    match_end: int
+    """The matched span's end: the start plus the needle's length, or a phrase's last
+    character + 1 (its runs of layout matched as they are in the text)."""
 
 
-def match_bounds(row: Row) -> MatchBounds:
+def match_bounds(row: Row, needle_chars: int) -> MatchBounds:
+    start = int(row["match_start"])
     return MatchBounds(
-        int(row["match_start"]),
+        start,
         int(row["window_start"]),
         int(row["window_limit"]),
         bool(row["limit_clamped"]),
+        start + needle_chars,
     )
 
 
 @cache
 def _match_window(
-    shape: GrantShape, long_needle: bool, indexed: bool, bound: bool, caps: Capabilities
+    shape: GrantShape, mode: int, indexed: bool, bound: bool, caps: Capabilities
 ) -> Select[Any]:
     # The hit is materialised and every value taken from it is an uncorrelated scalar subquery,
     # so each is computed once and the window's chunk range reaches the primary-key index as a
     # bound, exactly as in `field_window`. (Joined instead, a planner without statistics was
     # seen to walk all the chunks and test the range on each.)
-    hit = (
-        _match_scan(shape, long_needle, indexed, bound, caps).cte("hit").prefix_with("MATERIALIZED")
-    )
+    hit = _match_scan(shape, mode, indexed, bound, caps).cte("hit").prefix_with("MATERIALIZED")
     match_start = hit.c.chunk_no * CHUNK_CHARS + hit.c.position - 1
     start = greatest(match_start - bindparam("m_before", type_=Integer), 0)
     wanted = func.coalesce(

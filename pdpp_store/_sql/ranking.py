@@ -12,7 +12,9 @@ Rules:
    length: the score reads a bounded prefix (`relevance.SCORE_CHARS`).
 3. Occurrences are counted in the database (`replace`), never by sending text: the folded
    prefix has `min(size_chars, chunks * CHUNK_CHARS)` code points (folding keeps lengths), so
-   one `replace` per needle gives its count.
+   one `replace` per needle gives its count. A phrase (`layout.is_phrase`) is counted in the
+   squeezed prefix (`match.squeezed`) with its squeezed needle: the counts `layout.spans`
+   gives (docs/decisions.md, "Phrases that forgive layout").
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ from sqlalchemy import (
 
 from pdpp_store._core.filters import Filter
 from pdpp_store._core.grants import StreamGrant
+from pdpp_store._core.layout import is_phrase
 from pdpp_store._core.values import CHUNK_CHARS
 
 from . import visibility
 from .dialects import Capabilities, bound_rows, least
 from .filters import filter_condition
+from .match import bound_needle, squeezed
 from .requests import Execute, Rows
 from .search import (
     _TARGET_COLUMNS,
@@ -130,15 +134,20 @@ def occurrence_counts(
     params: dict[str, Any] = {
         **_page_params(grants),
         "r_targets": _bound_json(targets),
-        **{f"r_n{n}": needle for n, needle in enumerate(needles)},
+        **{f"r_n{n}": bound_needle(needle) for n, needle in enumerate(needles)},
     }
     shapes = tuple(GrantShape.of(grant) for grant in grants)
-    return Execute(partial(_occurrence_counts, shapes, len(needles), chunks), params)
+    return Execute(partial(_occurrence_counts, shapes, _phrases(needles), chunks), params)
+
+
+def _phrases(needles: Sequence[str]) -> tuple[bool, ...]:
+    """Per needle, whether it is a phrase (counted in squeezed text, Rule 3)."""
+    return tuple(is_phrase(needle) for needle in needles)
 
 
 @cache
 def _occurrence_counts(
-    shapes: tuple[GrantShape, ...], needles: int, chunks: int, caps: Capabilities
+    shapes: tuple[GrantShape, ...], needles: tuple[bool, ...], chunks: int, caps: Capabilities
 ) -> Select[Any]:
     targets = bound_rows(caps, "r_targets", _TARGET_COLUMNS)
     joined, conditions = _page_fields(shapes, targets)
@@ -146,7 +155,11 @@ def _occurrence_counts(
 
 
 def _counted(
-    joined: Any, needles: int, chunks: int, prefix_name: str, *where: ColumnElement[bool]
+    joined: Any,
+    needles: tuple[bool, ...],
+    chunks: int,
+    prefix_name: str,
+    *where: ColumnElement[bool],
 ) -> Select[Any]:
     """The rows `field_counts` decodes: each field of `joined` that meets `where`, its whole
     length and its needles' `removed<n>` counts (`_prefix_counts`)."""
@@ -166,11 +179,12 @@ def _counted(
 
 
 def _prefix_counts(
-    joined: Any, needles: int, chunks: int, prefix_name: str
+    joined: Any, needles: tuple[bool, ...], chunks: int, prefix_name: str
 ) -> tuple[Any, list[Any]]:
     """`joined` (which holds `fields`) with the field's first `chunks` chunks outer-joined, and
-    per needle (parameters `<prefix_name><n>`) the code points its occurrences take in the
-    folded prefix, labelled `removed<n>` (Rule 3)."""
+    per needle (parameters `<prefix_name><n>`; `needles` says which are phrases) the code
+    points its occurrences take in the folded prefix (squeezed, for a phrase), labelled
+    `removed<n>` (Rule 3)."""
     prefix: Any = literal("", String)
     for number in range(chunks):
         chunk = field_chunks.alias(f"c{number}")
@@ -184,13 +198,12 @@ def _prefix_counts(
         )
         prefix = prefix + func.coalesce(chunk.c.folded, chunk.c.text, "")
     length = least(fields.c.size_chars, chunks * CHUNK_CHARS)
-    removed = [
-        (
-            length
-            - func.length(func.replace(prefix, bindparam(f"{prefix_name}{n}", type_=String), ""))
-        ).label(f"removed{n}")
-        for n in range(needles)
-    ]
+    squeezed_prefix = squeezed(prefix, chunks * CHUNK_CHARS)
+    removed = []
+    for n, phrase in enumerate(needles):
+        needle = bindparam(f"{prefix_name}{n}", type_=String)
+        text, size = (squeezed_prefix, func.length(squeezed_prefix)) if phrase else (prefix, length)
+        removed.append((size - func.length(func.replace(text, needle, ""))).label(f"removed{n}"))
     return joined, removed
 
 
@@ -211,13 +224,13 @@ def hit_counts(
     params: dict[str, Any] = {
         **_scope_params(grants, groups, None),
         "k_targets": _bound_json(among),
-        **{f"k_n{n}": needle for n, needle in enumerate(needles)},
+        **{f"k_n{n}": bound_needle(needle) for n, needle in enumerate(needles)},
     }
     shapes, layout = _layout(grants, groups)
     filters = tuple(group.filter for group in groups)
     if not any(f.clauses for f in filters):
         filters = ()
-    return Execute(partial(_hit_counts, shapes, layout, filters, len(needles), chunks), params)
+    return Execute(partial(_hit_counts, shapes, layout, filters, _phrases(needles), chunks), params)
 
 
 def _searched_paths(targets: Any) -> ColumnElement[bool]:
@@ -231,7 +244,7 @@ def _hit_counts(  # noqa: PLR0917 - the statement's shape
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
     filters: tuple[Filter, ...],
-    needles: int,
+    needles: tuple[bool, ...],
     chunks: int,
     caps: Capabilities,
 ) -> Select[Any]:
@@ -258,7 +271,10 @@ def field_counts(rows: Rows, needles: Sequence[str]) -> dict[Target, tuple[tuple
     """`occurrence_counts`' answer: per target, (occurrences per needle, whole length)."""
     return {
         (row["connection_id"], row["stream"], row["record_id"], row["path"]): (
-            tuple(int(row[f"removed{n}"]) // len(needle) for n, needle in enumerate(needles)),
+            tuple(
+                int(row[f"removed{n}"]) // len(bound_needle(needle))
+                for n, needle in enumerate(needles)
+            ),
             int(row["size_chars"]),
         )
         for row in rows

@@ -13,7 +13,9 @@ Rules:
 3. A term matches a chunk when the folded needle occurs in the chunk's folded text extended by
    the next chunk's folded head: the stored 63-code-point look-ahead for terms of up to 64 code
    points, a probe of the next chunk for longer ones (terms are at most 256 code points, chunks
-   1024, so a term crosses at most one boundary).
+   1024, so a term crosses at most one boundary). A phrase (a term holding whitespace) is
+   looked for in the chunk and the whole next chunk, squeezed (`match.squeezed`), with its
+   needle squeezed (`match.bound_needle`): docs/decisions.md, "Phrases that forgive layout".
 4. Hits come in key order `(connection_id, stream, record_id)` (byte order on both databases),
    strictly after the page cursor's key: keyset pages that never skip or repeat a hit.
 5. As everywhere in `_sql`: every selected column is labelled, and each statement's rows are decoded
@@ -35,6 +37,7 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
+    case,
     exists,
     false,
     func,
@@ -53,7 +56,7 @@ from . import visibility
 from .dialects import BoundColumns, Capabilities, bound_rows, greatest, least, strpos
 from .filters import filter_condition
 from .index import fts_query, like_pattern, record_candidates
-from .match import haystack_at
+from .match import PHRASE, bound_needle, haystack_at, needle_mode, squeezed
 from .reads import FIELD_META, field_info
 from .requests import Execute, Rows
 from .tables import field_chunks, fields, records
@@ -87,8 +90,9 @@ class SearchGroup:
     """The search's `filter` (§11.1) as the group's manifest declares its fields."""
 
 
-def _term_occurs(group: int, term: int, long_term: bool) -> ColumnElement[bool]:
-    """Term `term` occurs in one of group `group`'s paths of the current record."""
+def _term_occurs(group: int, term: int, long_term: int) -> ColumnElement[bool]:
+    """Term `term` occurs in one of group `group`'s paths of the current record (`long_term`
+    is the term's `match.needle_mode`)."""
     overlap = bindparam(f"t{term}_overlap", type_=Integer)
     needle = bindparam(f"t{term}", type_=Text())
     return exists().where(
@@ -145,7 +149,7 @@ def _after() -> Any:
 def _in_scope(
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
-    longs: tuple[bool, ...],
+    longs: tuple[int, ...],
     filters: tuple[Filter, ...] = (),
 ) -> ColumnElement[bool]:
     """A record the search may return (visible under its stream grant, in a searched connection)
@@ -203,12 +207,12 @@ def hits(
         for term in range(len(terms)):
             params[f"p{number}_{term}"] = list(group.paths)
     for term, needle in enumerate(terms):
-        params[f"t{term}"] = needle
+        params[f"t{term}"] = bound_needle(needle)
         params[f"t{term}_overlap"] = len(needle) - 1
     if among:
         params["h_keys"] = _bound_json(among)
     shapes, layout = _layout(grants, groups)
-    longs = tuple(len(needle) - 1 > LOOKAHEAD_CHARS for needle in terms)
+    longs = tuple(needle_mode(needle) for needle in terms)
     # Given keys all lie after `after`: saying so again only misleads a planner (Postgres took
     # the range of every later record for one row and scanned it).
     paged = after is not None and not among
@@ -224,7 +228,7 @@ def hits(
 def _hits(
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
-    longs: tuple[bool, ...],
+    longs: tuple[int, ...],
     filters: tuple[Filter, ...],
     caps: Capabilities,
     *,
@@ -318,13 +322,22 @@ def first_occurrences(
     so a term straddling a boundary is found in the chunk it starts in, and the smallest offset
     over the chunks is the first occurrence."""
     params = {**_page_params(grants), "e_targets": _bound_json(targets), "e_chunks": chunks}
-    params["e_terms"] = _bound_json([(n, needle, len(needle)) for n, needle in enumerate(terms)])
+    modes = [needle_mode(needle) for needle in terms]
+    phrases = PHRASE in modes
+    params["e_terms"] = _bound_json(
+        [
+            (n, bound_needle(needle), len(needle), *((int(mode == PHRASE),) if phrases else ()))
+            for n, (needle, mode) in enumerate(zip(terms, modes, strict=True))
+        ]
+    )
     shapes = tuple(GrantShape.of(grant) for grant in grants)
     long_terms = any(len(needle) - 1 > LOOKAHEAD_CHARS for needle in terms)
-    return Execute(partial(_first_occurrences, shapes, long_terms), params)
+    return Execute(partial(_first_occurrences, shapes, long_terms, phrases), params)
 
 
 _TERM_COLUMNS: BoundColumns = (("term_no", False), ("needle", True), ("q_len", False))
+_PHRASE_TERM_COLUMNS: BoundColumns = (*_TERM_COLUMNS, ("phrase", False))
+"""With a phrase among the terms: which terms are phrases."""
 
 
 def _same_field(table: Any, other: Any) -> ColumnElement[bool]:
@@ -333,10 +346,10 @@ def _same_field(table: Any, other: Any) -> ColumnElement[bool]:
 
 @cache
 def _first_occurrences(
-    shapes: tuple[GrantShape, ...], long_terms: bool, caps: Capabilities
+    shapes: tuple[GrantShape, ...], long_terms: bool, phrases: bool, caps: Capabilities
 ) -> Select[Any]:
     targets = bound_rows(caps, "e_targets", _TARGET_COLUMNS)
-    terms = bound_rows(caps, "e_terms", _TERM_COLUMNS)
+    terms = bound_rows(caps, "e_terms", _PHRASE_TERM_COLUMNS if phrases else _TERM_COLUMNS)
     chunk = field_chunks
     ahead: ColumnElement[str] = chunk.c.lookahead
     if long_terms:
@@ -346,8 +359,20 @@ def _first_occurrences(
             .where(_same_field(nxt, chunk), nxt.c.chunk_no == chunk.c.chunk_no + 1)
             .scalar_subquery()
         )
-    haystack = func.coalesce(chunk.c.folded, chunk.c.text) + func.coalesce(ahead, "")
-    position = strpos(haystack, terms.c.needle)
+    here = func.coalesce(chunk.c.folded, chunk.c.text)
+    position: ColumnElement[int] = strpos(here + func.coalesce(ahead, ""), terms.c.needle)
+    if phrases:
+        # A phrase is looked for as the hits statement looks for it (squeezed, in the chunk
+        # and the whole next one); its offset is not taken from squeezed text: the position
+        # given is the chunk's start, and the caller asks `match.find` for the exact one.
+        nxt = field_chunks.alias("phrase_nxt")
+        following = (
+            select(func.coalesce(nxt.c.folded, nxt.c.text))
+            .where(_same_field(nxt, chunk), nxt.c.chunk_no == chunk.c.chunk_no + 1)
+            .scalar_subquery()
+        )
+        in_phrase = strpos(squeezed(here + func.coalesce(following, "")), terms.c.needle)
+        position = case((terms.c.phrase == 1, case((in_phrase > 0, 1), else_=0)), else_=position)
     page, conditions = _page_fields(shapes, targets)
     occurs = and_(
         _same_field(chunk, fields),

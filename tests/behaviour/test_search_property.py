@@ -4,8 +4,10 @@ phases, the scan and the index, answer).
 
 The oracle reads the contract and the documented score (docs/search.md, "Relevance") alone: a
 record matches when every folded term occurs in the folded text of one of its searchable granted
-fields (the manifest's lexical fields the grant covers); hits come by score (computed here from
-the formula, not by the store's code), then newest first by the granted order field
+fields (the manifest's lexical fields the grant covers; a term holding whitespace, a phrase,
+with each run of whitespace in it matching any run of space, tab, LF, VT, FF or CR in the text:
+a regular expression written here); hits come by score (computed here from the formula, not by
+the store's code), then newest first by the granted order field
 (`received_at`), then key; or by time alone for `desc`/`asc`; per matched field the excerpt is
 the first occurrence of the first term (in query order) found there; each hit's record card shows
 the declared-role fields the grant covers, cut to their slots' bounds (§13). Every page is read;
@@ -15,6 +17,7 @@ no hit is skipped or repeated; every continuation is replayed and must show the 
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 from unittest import mock
 
@@ -32,8 +35,19 @@ from pdpp_store._ops import search as search_ops
 MS = "messages"
 LEXICAL = ("subject", "from_name", "from_email", "snippet")  # gmail's, in manifest order
 OTHER = ("thread_id", "labels_note")
-ALPHABET = "ab AB.\u0130i\u0131\u00df\u1e9e\u03a3\u03c3\u03c2\U0001f600\u00e9"
-"""Letters whose folds matter: dotted and dotless i, sharp s, the sigmas, an emoji, an accent."""
+ALPHABET = "ab AB.\u0130i\u0131\u00df\u1e9e\u03a3\u03c3\u03c2\U0001f600\u00e9\n\t\r\u00a0"
+"""Letters whose folds matter: dotted and dotless i, sharp s, the sigmas, an emoji, an accent;
+and layout (space, LF, tab, CR) beside a no-break space, which is not layout."""
+LAYOUT = " \t\n\x0b\x0c\r"
+
+
+def _needle(term: str) -> re.Pattern[str]:
+    """The oracle's match of a folded term: its pieces between runs of layout, each run of
+    layout matching any run in the text."""
+    run = "[" + re.escape(LAYOUT) + "]+"
+    return re.compile(run.join(re.escape(piece) for piece in re.split(run, term)))
+
+
 _CONNECTIONS = itertools.count()
 
 
@@ -66,12 +80,29 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     granted = draw(st.one_of(st.none(), st.sets(st.sampled_from(LEXICAL + OTHER))))
     pool = [text for record in records for key, text in record.items() if key not in ("id",)]
     terms = []
-    for _ in range(draw(st.integers(1, 3))):
+    runs = st.text(st.sampled_from(LAYOUT), min_size=1, max_size=3)
+    inner = [
+        (text, found)
+        for text in pool
+        for found in re.finditer("[" + re.escape(LAYOUT) + "]+", text)
+        if found.start() > 0 and found.end() < len(text)
+    ]
+    across: bool = draw(st.booleans())
+    if inner and across:
+        # A phrase across a run of layout in a drawn text, its run redrawn.
+        text, found = draw(st.sampled_from(inner))
+        begin = draw(st.integers(max(0, found.start() - 4), found.start() - 1))
+        end = draw(st.integers(found.end() + 1, min(len(text), found.end() + 4)))
+        terms.append(text[begin : found.start()] + draw(runs) + text[found.end() : end])
+    for _ in range(draw(st.integers(0 if terms else 1, 2 if terms else 3))):
         from_pool: bool = draw(st.booleans())
         if pool and from_pool:
             source = draw(st.sampled_from(pool))
             start = draw(st.integers(0, max(0, len(source) - 1)))
             piece = source[start : start + draw(st.integers(1, 12))]
+            if draw(st.booleans()):
+                # The same words laid out otherwise: each run of layout redrawn.
+                piece = re.sub("[" + re.escape(LAYOUT) + "]+", lambda _: draw(runs), piece)
         else:
             piece = draw(st.text(ALPHABET, min_size=1, max_size=4))
         terms.append(piece)
@@ -106,19 +137,16 @@ SCORE_TOLERANCE = 1e-6
 
 
 def _tf(text: str, needle: str) -> float:
-    """The formula's tf, position by position: whole-word occurrences 1, others PART_WEIGHT."""
+    """The formula's tf, occurrence by occurrence (left to right, without overlap): whole-word
+    occurrences 1, others PART_WEIGHT."""
     text = text[: relevance.SCORE_CHARS]
-    total, at = 0.0, 0
-    while at <= len(text) - len(needle):
-        if text[at : at + len(needle)] != needle:
-            at += 1
-            continue
-        end = at + len(needle)
+    total = 0.0
+    for found in _needle(needle).finditer(text):
+        at, end = found.span()
         before = text[at - 1] if at else " "
         after = text[end] if end < len(text) else " "
         wordy = [c.isalnum() or c == "_" for c in (before, after)]
         total += relevance.PART_WEIGHT if any(wordy) else 1.0
-        at = end
     return total
 
 
@@ -135,22 +163,22 @@ def _score(texts: dict[str, str], terms: list[str]) -> float:
 
 def _oracle(
     records: list[dict[str, Any]], granted: set[str] | None, terms: list[str], order: str
-) -> list[tuple[str, list[tuple[str, str, int]], float]]:
+) -> list[tuple[str, list[tuple[str, str, int, int]], float]]:
     searchable = [p for p in LEXICAL if granted is None or p in granted]
     timed = granted is None or "received_at" in granted
     hits = []
     for record in sorted(records, key=lambda r: r["id"]):
         texts = {p: fold(record[p]) for p in searchable if p in record}
-        if not all(any(fold(t) in text for text in texts.values()) for t in terms):
+        if not all(any(_needle(fold(t)).search(x) for x in texts.values()) for t in terms):
             continue
         excerpts = []
         for path in searchable:
             if path not in texts:
                 continue
             for term in terms:
-                at = texts[path].find(fold(term))
-                if at >= 0:
-                    excerpts.append((path, term, at))
+                found = _needle(fold(term)).search(texts[path])
+                if found is not None:
+                    excerpts.append((path, term, *found.span()))
                     break
         hits.append((record, excerpts, _score(texts, terms)))
     # Stable sorts, last key first: key ascending, then time, then score.
@@ -233,7 +261,12 @@ def test_search_equals_the_oracle(searched: StoreFront, scenario: dict[str, Any]
         slots = {name: slot for name, slot in hit["card"].items() if isinstance(slot, dict)}
         assert slots == _card(by_id[record_id], granted), record_id
         got = [
-            (e["field_path"], e["read"]["arguments"]["q"], e["match_start_chars"])
+            (
+                e["field_path"],
+                e["read"]["arguments"]["q"],
+                e["match_start_chars"],
+                e["match_end_chars"],
+            )
             for e in hit["evidence_excerpts"]
         ]
         assert got == excerpts, record_id
@@ -243,4 +276,5 @@ def test_search_equals_the_oracle(searched: StoreFront, scenario: dict[str, Any]
             args = dict(excerpt["read"]["arguments"])
             window = store.read_field_window(grant, args.pop("record"), args.pop("field"), **args)
             assert window.match_start_chars == excerpt["match_start_chars"]
+            assert window.match_end_chars == excerpt["match_end_chars"]
             assert window.field.digest == excerpt["digest"]

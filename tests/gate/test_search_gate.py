@@ -81,7 +81,7 @@ def load(store: StoreFront) -> None:
     records = []
     for n in range(2):
         records += [
-            _message(f"ungranted{n}", from_name=f"Quarterly {c['ungranted']} x"),
+            _message(f"ungranted{n}", from_name=f"Quarterly\n{c['ungranted']} x"),
             _message(f"notsearch{n}", thread_id=f"quarterly-{c['not_searchable']}-{n}"),
             _message(f"undeclared{n}", x_note=f"quarterly note {c['undeclared']}"),
             _message(f"deleted{n}", subject=f"Gone {c['deleted']}"),
@@ -157,7 +157,9 @@ def check_search_gate(store: StoreFront) -> None:
             "complete": True,
         }
         for name, canary in CANARIES.items():
-            for q in (canary, canary.upper(), f'"{canary}"', f"quarterly {canary}"):
+            # The phrase, across layout, takes the phrase path (squeezed text, chunk texts).
+            phrase = f'"quarterly \r\n{canary}"'
+            for q in (canary, canary.upper(), f'"{canary}"', f"quarterly {canary}", phrase):
                 with BoundaryAudit(engine) as audit:
                     answer = _answer(store, q, limit=limit)
                 leaked = _leaked(audit)

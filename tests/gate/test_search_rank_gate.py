@@ -30,13 +30,14 @@ BODIES = "message_bodies"
 QUERIES = ("budget", "budget review", '"orchard budget"', "view", "orchard")
 ORDERS = ("relevance", "desc", "asc")
 VISIBLE = [f"v{n}" for n in range(6)]
-FLOOD = "budget review orchard budget " * 20
+FLOOD = "budget review orchard\r\nbudget " * 20
+"""The queries' terms, the phrase across a line break (it forgives layout)."""
 
 
 def _visible(n: int) -> dict[str, Any]:
     subjects = [
         "Budget review",
-        "The orchard budget",
+        "The orchard\n  budget",
         "Re: budget",
         "orchard budgeting review",
         "Preview of the orchard",
