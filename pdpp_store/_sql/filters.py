@@ -35,6 +35,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, and_, bindparam, exists, literal_column, or_, select, true
@@ -43,7 +44,6 @@ from sqlalchemy.types import TypeEngine
 from pdpp_store._core.filters import (
     Clause,
     Comparable,
-    Equals,
     Filter,
     Has,
     OneOf,
@@ -60,6 +60,8 @@ __all__ = [
     "clause_rows",
     "filter_condition",
     "filter_shape",
+    "named",
+    "range_bound",
     "shaped_clause_rows",
     "shaped_condition",
 ]
@@ -173,7 +175,7 @@ def _range(shape: ClauseShape, fv: Any, bind: Bind) -> ColumnElement[bool]:
 
 
 def _bound_type(kind: str, fv: Any) -> TypeEngine[Any]:
-    return _NUMBER if kind == "number" else fv.c.instant.type  # type: ignore[no-any-return]
+    return _NUMBER if kind == "number" else fv.c.instant.type
 
 
 def range_bound(
@@ -245,7 +247,7 @@ def filter_condition(filter: Filter, table: Any) -> ColumnElement[bool]:
         return true()
     return and_(
         *(
-            _exists(number, lambda fv, clause=clause: clause_rows(clause, fv), table)
+            _exists(number, partial(clause_rows, clause), table)
             for number, clause in enumerate(filter.clauses)
         )
     )
@@ -257,7 +259,7 @@ def shaped_condition(
     """`filter_condition` of a filter of `shape`, its values parameters (Rule 6), without
     clause `skip` (one a statement applies otherwise)."""
     conditions = [
-        _exists(number, lambda fv, number=number: shaped_clause_rows(shape, number, fv), table)
+        _exists(number, partial(shaped_clause_rows, shape, number), table)
         for number in range(len(shape))
         if number != skip
     ]

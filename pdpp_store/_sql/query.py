@@ -59,11 +59,11 @@ from . import visibility
 from .dialects import BoundColumns, Capabilities, ExactNumber, bound_rows
 from .filters import (
     FilterShape,
+    filter_shape,
     named,
     range_bound,
     shaped_clause_rows,
     shaped_condition,
-    filter_shape,
 )
 from .reads import FIELD_META, field_info
 from .requests import Execute, Rows
@@ -165,9 +165,7 @@ def key_page(
     params["q_limit"] = limit
     if after is not None:
         params["q_after_conn"], params["q_after_id"] = after
-    statement = _key_page(
-        shape, filtered, connection_id is not None, direction, after is not None
-    )
+    statement = _key_page(shape, filtered, connection_id is not None, direction, after is not None)
     return Execute(statement, params)
 
 
@@ -178,7 +176,7 @@ def _key_page(
     keys = [records.c.connection_id, records.c.record_id]
     conditions = [_scope(shape, scoped), shaped_condition(filtered, records)]
     if after:
-        position = [bindparam("q_after_conn"), bindparam("q_after_id")]
+        position: list[Any] = [bindparam("q_after_conn"), bindparam("q_after_id")]
         conditions.append(_beyond(keys, position, direction))
     return (
         select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
@@ -235,7 +233,14 @@ def valued_page(
         if isinstance(clause, Range) and clause.field == order_field and clause.kind == order_kind
     )
     statement = _valued_page(
-        shape, filtered, driven, ranged, count, order_kind, direction, after is not None
+        shape,
+        filtered,
+        driven=driven,
+        ranged=ranged,
+        count=count,
+        order_kind=order_kind,
+        direction=direction,
+        after=after is not None,
     )
     return Execute(statement, params)
 
@@ -244,6 +249,7 @@ def valued_page(
 def _valued_page(
     shape: GrantShape,
     filtered: FilterShape,
+    *,
     driven: int | None,
     ranged: tuple[int, ...],
     count: int,
@@ -361,7 +367,12 @@ def missing_page(
     if after is not None:
         params["q_after_conn"], params["q_after_id"] = after
     statement = _missing_page(
-        shape, filtered, connection_id is not None, order_kind, direction, after is not None
+        shape,
+        filtered,
+        scoped=connection_id is not None,
+        order_kind=order_kind,
+        direction=direction,
+        after=after is not None,
     )
     return Execute(statement, params)
 
@@ -370,6 +381,7 @@ def missing_page(
 def _missing_page(
     shape: GrantShape,
     filtered: FilterShape,
+    *,
     scoped: bool,
     order_kind: OrderKind,
     direction: Direction,
@@ -387,7 +399,7 @@ def _missing_page(
         ),
     ]
     if after:
-        position = [bindparam("q_after_conn"), bindparam("q_after_id")]
+        position: list[Any] = [bindparam("q_after_conn"), bindparam("q_after_id")]
         conditions.append(_beyond(keys, position, direction))
     return (
         select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))

@@ -73,8 +73,10 @@ def test_one_page_statement_per_shape() -> None:
     # another shape: another statement
     first = _valued(_grant("c1"), _sender("alice@example.com"))
     assert first.statement is not one.statement
-    many = _valued(_grant("c1"), Filter((OneOf("sender", (Comparable("string", "a"),
-                                                            Comparable("string", "b"))),)))
+    many = _valued(
+        _grant("c1"),
+        Filter((OneOf("sender", (Comparable("string", "a"), Comparable("string", "b"))),)),
+    )
     assert many.statement is not first.statement
 
 
@@ -84,15 +86,22 @@ def test_values_are_parameters_never_statement_text(dialect: Dialect) -> None:
     count statement: each is a named parameter of the cached statement."""
     secret = "zq-secret-value"
     grant = _grant("conn-zq", resources=["res-zq"])
-    ranged = Filter((Equals("sender", Comparable("string", secret)), _day(
-        "2031-01-01T00:00:00Z", "2031-01-02T00:00:00Z"
-    )))
+    ranged = Filter(
+        (
+            Equals("sender", Comparable("string", secret)),
+            _day("2031-01-01T00:00:00Z", "2031-01-02T00:00:00Z"),
+        )
+    )
     clause = ranged.clauses[1]
     requests = [
         _valued(grant, ranged, after=("2031-01-01T12:00:00Z", "conn-zq", "rec-zq")),
         _valued(grant, ranged, drive=clause),
         query_sql.key_page(
-            grant, ranged, connection_id="conn-zq", direction="asc", after=("conn-zq", "rec-zq"),
+            grant,
+            ranged,
+            connection_id="conn-zq",
+            direction="asc",
+            after=("conn-zq", "rec-zq"),
             limit=5,
         ),
         query_sql.missing_page(
@@ -127,6 +136,6 @@ def test_a_range_on_the_order_field_bounds_the_walk_by_parameters() -> None:
     one = _valued(_grant("c1"), Filter((_day("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"),)))
     other = _valued(_grant("c1"), Filter((_day("2024-03-01T00:00:00Z", "2024-03-05T00:00:00Z"),)))
     assert one.statement is other.statement
-    compiled = _compiled(one, sqlite.dialect())  # type: ignore[no-untyped-call]
+    compiled = _compiled(one, DIALECTS[0])
     assert compiled.count("order_value.instant >= ?") == 1
     assert other.params["q_f0_1"] == "2024-03-05T00:00:00Z"
