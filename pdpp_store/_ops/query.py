@@ -203,7 +203,7 @@ def _driving_clause(
     for clause in parsed.clauses:
         if isinstance(clause, Equals | OneOf | Has):
             found = query_sql.match_count(
-                (yield query_sql.few_matches(stream_grant, connections, clause, DRIVE_CAP))
+                (yield query_sql.few_matches(stream_grant, parsed, connections, clause, DRIVE_CAP))
             )
             return clause if found < DRIVE_CAP else None
     return None

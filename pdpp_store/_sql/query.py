@@ -19,6 +19,15 @@ Rules:
 5. The projected fields are read only for the page's keys and only for the granted paths chosen
    in Python before the statement is built; text-like values come as their first
    `preview_chars` code points (one chunk at most).
+6. Each page and count statement is built once per shape (`functools` caches): the grant's
+   shape (`GrantShape`), the filter's (`filters.filter_shape`: operators and value kinds),
+   whether one connection is asked and how many are covered, the order's kind and direction,
+   which clause leads and which ranges bound the order value, and whether a cursor positions
+   the page. Everything else is a named parameter: the grant's values (`g_*`), the filter's
+   fields and values (`q_f<n>_*`), the connections (`q_conn`, `q_conns_<i>`), the order
+   field (`q_order_field`), the cursor's position (`q_after_*`) and the limits. So a page
+   costs one cached plan, not a build and a compile; and no value, granted or not, is ever
+   statement text.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 from typing import Any, Literal
 
 from sqlalchemy import (
@@ -47,8 +56,15 @@ from pdpp_store._core.filters import Clause, Equals, Filter, Has, OneOf, Range
 from pdpp_store._core.grants import StreamGrant
 
 from . import visibility
-from .dialects import BoundColumns, Capabilities, bound_rows, exact_numeric
-from .filters import clause_rows, filter_condition
+from .dialects import BoundColumns, Capabilities, ExactNumber, bound_rows
+from .filters import (
+    FilterShape,
+    filter_shape,
+    named,
+    range_bound,
+    shaped_clause_rows,
+    shaped_condition,
+)
 from .reads import FIELD_META, field_info
 from .requests import Execute, Rows
 from .tables import field_chunks, field_values, fields, records
@@ -75,14 +91,38 @@ PageKey = tuple[OrderValue, str, str]
 """A position in a page's order: (order value or None, connection_id, record_id)."""
 
 
-def _scope(
-    grant: StreamGrant, connection_id: str | None
-) -> tuple[ColumnElement[bool], dict[str, Any]]:
-    shape, terms = grant_terms(grant)
+def _scope(shape: GrantShape, scoped: bool) -> ColumnElement[bool]:
+    """The stream grant's visibility condition (Rule 1), and with `scoped` the one connection
+    asked (`q_conn`)."""
     condition = visibility.visible_records(shape)
+    if scoped:
+        condition = and_(condition, records.c.connection_id == bindparam("q_conn"))
+    return condition
+
+
+def _params(
+    grant: StreamGrant, filter: Filter, connection_id: str | None = None
+) -> tuple[GrantShape, FilterShape, dict[str, Any]]:
+    """The grant's and the filter's shapes, and the parameters of both (Rule 6)."""
+    shape, terms = grant_terms(grant)
+    filtered, params = filter_shape(filter)
+    params.update(terms)
     if connection_id is not None:
-        condition = and_(condition, records.c.connection_id == connection_id)
-    return condition, dict(terms)
+        params["q_conn"] = connection_id
+    return shape, filtered, params
+
+
+def _connections(params: dict[str, Any], connections: Sequence[str]) -> int:
+    """Binds the covered connections (`q_conns_<i>`); their number is part of a shape."""
+    for number, connection in enumerate(connections):
+        params[f"q_conns_{number}"] = connection
+    return len(connections)
+
+
+def _connection_in(column: ColumnElement[str], count: int) -> ColumnElement[bool]:
+    if count == 1:
+        return column == bindparam("q_conns_0")
+    return column.in_([bindparam(f"q_conns_{number}") for number in range(count)])
 
 
 _ORDER = field_values.alias("order_value")
@@ -93,8 +133,8 @@ def _order_value(kind: OrderKind) -> ColumnElement[Any]:
     return _ORDER.c.instant if kind == "instant" else _ORDER.c.num
 
 
-def _value(value: OrderValue, kind: OrderKind) -> Any:
-    return exact_numeric(value) if kind == "number" and value is not None else value  # type: ignore[arg-type]
+def _value_type(kind: OrderKind) -> Any:
+    return ExactNumber() if kind == "number" else _ORDER.c.instant.type
 
 
 def _ordered(columns: Sequence[ColumnElement[Any]], direction: Direction) -> list[Any]:
@@ -121,22 +161,34 @@ def key_page(
 ) -> Execute:
     """The next `limit` visible records matching `filter` in key order (Rule 4), decoded by
     `page_rows` (no order value)."""
-    scope, params = _scope(grant, connection_id)
-    keys = [records.c.connection_id, records.c.record_id]
-    conditions = [scope, filter_condition(filter, records)]
+    shape, filtered, params = _params(grant, filter, connection_id)
+    params["q_limit"] = limit
     if after is not None:
-        conditions.append(_beyond(keys, after, direction))
-    statement = (
-        select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
-        .where(*conditions)
-        .order_by(*_ordered(keys, direction))
-        .limit(bindparam("q_limit", limit, type_=Integer))
-    )
+        params["q_after_conn"], params["q_after_id"] = after
+    statement = _key_page(shape, filtered, connection_id is not None, direction, after is not None)
     return Execute(statement, params)
 
 
-def _order_row(order_field: str, order_kind: OrderKind) -> ColumnElement[bool]:
-    """`_ORDER` is the order field's comparable row of its kind for the record of `records`."""
+@lru_cache(maxsize=256)
+def _key_page(
+    shape: GrantShape, filtered: FilterShape, scoped: bool, direction: Direction, after: bool
+) -> Select[Any]:
+    keys = [records.c.connection_id, records.c.record_id]
+    conditions = [_scope(shape, scoped), shaped_condition(filtered, records)]
+    if after:
+        position: list[Any] = [bindparam("q_after_conn"), bindparam("q_after_id")]
+        conditions.append(_beyond(keys, position, direction))
+    return (
+        select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
+        .where(*conditions)
+        .order_by(*_ordered(keys, direction))
+        .limit(bindparam("q_limit", type_=Integer))
+    )
+
+
+def _order_row(order_kind: OrderKind) -> ColumnElement[bool]:
+    """`_ORDER` is the order field's (`q_order_field`) comparable row of its kind for the
+    record of `records`."""
     kind_ok = (
         and_(_ORDER.c.kind == literal_column("'string'"), _ORDER.c.instant.is_not(None))
         if order_kind == "instant"
@@ -144,7 +196,7 @@ def _order_row(order_field: str, order_kind: OrderKind) -> ColumnElement[bool]:
     )
     return and_(
         same_record(_ORDER, records),
-        _ORDER.c.path == order_field,
+        _ORDER.c.path == bindparam("q_order_field"),
         _ORDER.c.element == 0,
         kind_ok,
     )
@@ -167,44 +219,79 @@ def valued_page(
     value index (`ix_field_values_instant` or `_num`): `connections` are the covered
     connections declaring the stream, and with one of them the rows come in the index's own
     order, a page after the cursor being a range of it."""
+    shape, filtered, params = _params(grant, filter)
+    count = _connections(params, connections)
+    params["q_limit"] = limit
+    params["q_order_field"] = order_field
+    if after is not None:
+        params["q_after_value"] = after[0]
+        params["q_after_conn"], params["q_after_id"] = after[1:]
+    driven = None if drive is None else filter.clauses.index(drive)
+    ranged = tuple(
+        number
+        for number, clause in enumerate(filter.clauses)
+        if isinstance(clause, Range) and clause.field == order_field and clause.kind == order_kind
+    )
+    statement = _valued_page(
+        shape,
+        filtered,
+        driven=driven,
+        ranged=ranged,
+        count=count,
+        order_kind=order_kind,
+        direction=direction,
+        after=after is not None,
+    )
+    return Execute(statement, params)
+
+
+@lru_cache(maxsize=256)
+def _valued_page(
+    shape: GrantShape,
+    filtered: FilterShape,
+    *,
+    driven: int | None,
+    ranged: tuple[int, ...],
+    count: int,
+    order_kind: OrderKind,
+    direction: Direction,
+    after: bool,
+) -> Select[Any]:
     value = _order_value(order_kind)
-    scope, params = _scope(grant, None)
-    rest = filter if drive is None else Filter(tuple(c for c in filter.clauses if c != drive))
     conditions = [
-        _order_row(order_field, order_kind),
-        _ORDER.c.stream == grant.name,
-        scope,
-        filter_condition(rest, records),
+        _order_row(order_kind),
+        _ORDER.c.stream == bindparam("g_stream"),
+        _scope(shape, False),
+        shaped_condition(filtered, records, skip=driven),
     ]
     source: Any = _ORDER.join(records, same_record(_ORDER, records))
-    if drive is not None:  # a clause few visible records match: its value index leads
+    if driven is not None:  # a clause few visible records match: its value index leads
         conditions += [
-            clause_rows(drive, _DRIVE),
-            _DRIVE.c.stream == grant.name,
-            _DRIVE.c.connection_id.in_(list(connections)),
+            shaped_clause_rows(filtered, driven, _DRIVE),
+            _DRIVE.c.stream == bindparam("g_stream"),
+            _connection_in(_DRIVE.c.connection_id, count),
         ]
         source = _DRIVE.join(records, same_record(_DRIVE, records)).join(
             _ORDER, same_record(_ORDER, records)
         )
-    if len(connections) == 1:
-        conditions.append(_ORDER.c.connection_id == connections[0])
+    conditions.append(_connection_in(_ORDER.c.connection_id, count))
+    position_value = bindparam("q_after_value", type_=_value_type(order_kind))
+    if count == 1:
         keys = [value, _ORDER.c.record_id]
-        position = None if after is None else [_value(after[0], order_kind), after[2]]
+        position = [position_value, bindparam("q_after_id")]
     else:
-        conditions.append(_ORDER.c.connection_id.in_(list(connections)))
         keys = [value, _ORDER.c.connection_id, _ORDER.c.record_id]
-        position = None if after is None else [_value(after[0], order_kind), *after[1:]]
-    if position is not None:
+        position = [position_value, bindparam("q_after_conn"), bindparam("q_after_id")]
+    if after:
         conditions.append(_beyond(keys, position, direction))
-    conditions += _order_range(filter, order_field, order_kind, value)
-    statement = (
+    conditions += _order_range(filtered, ranged, value)
+    return (
         select(records.c.connection_id, records.c.record_id, value.label("v"))
         .select_from(source)
         .where(*conditions)
         .order_by(*_ordered(keys, direction))
-        .limit(bindparam("q_limit", limit, type_=Integer))
+        .limit(bindparam("q_limit", type_=Integer))
     )
-    return Execute(statement, params)
 
 
 _DRIVE = field_values.alias("drive")
@@ -212,44 +299,50 @@ _DRIVE = field_values.alias("drive")
 
 
 def few_matches(
-    grant: StreamGrant, connections: Sequence[str], clause: Clause, cap: int
+    grant: StreamGrant, filter: Filter, connections: Sequence[str], clause: Clause, cap: int
 ) -> Execute:
-    """How many visible records of `connections` match `clause`, counted no further than `cap`
-    (decoded by `match_count`): whether a page should be driven by the clause's value index.
-    Only visible records count, so the plan chosen depends on nothing the grant hides."""
-    scope, params = _scope(grant, None)
+    """How many visible records of `connections` match `clause` of `filter`, counted no
+    further than `cap` (decoded by `match_count`): whether a page should be driven by the
+    clause's value index. Only visible records count, so the plan chosen depends on nothing
+    the grant hides."""
+    shape, filtered, params = _params(grant, filter)
+    count = _connections(params, connections)
+    params["q_cap"] = cap
+    statement = _few_matches(shape, filtered, filter.clauses.index(clause), count)
+    return Execute(statement, params)
+
+
+@lru_cache(maxsize=256)
+def _few_matches(shape: GrantShape, filtered: FilterShape, number: int, count: int) -> Select[Any]:
     matching = (
         select(literal_column("1").label("one"))
         .select_from(_DRIVE.join(records, same_record(_DRIVE, records)))
         .where(
-            _DRIVE.c.connection_id.in_(list(connections)),
-            _DRIVE.c.stream == grant.name,
-            clause_rows(clause, _DRIVE),
-            scope,
+            _connection_in(_DRIVE.c.connection_id, count),
+            _DRIVE.c.stream == bindparam("g_stream"),
+            shaped_clause_rows(filtered, number, _DRIVE),
+            _scope(shape, False),
         )
-        .limit(cap)
+        .limit(bindparam("q_cap", type_=Integer))
         .subquery("matching")
     )
-    return Execute(select(func.count().label("n")).select_from(matching), params)
+    return select(func.count().label("n")).select_from(matching)
 
 
 def _order_range(
-    filter: Filter, order_field: str, order_kind: OrderKind, value: ColumnElement[Any]
+    filtered: FilterShape, ranged: tuple[int, ...], value: ColumnElement[Any]
 ) -> list[ColumnElement[bool]]:
-    """A filter's range on the order field, as bounds on the order value the page is driven
-    by: the same rows (the range's kind is the order's, on the same comparable row), so the
-    index range is walked, not the whole index with the range re-checked per row."""
+    """A filter's ranges on the order field (clauses `ranged`, of the order's kind), as bounds
+    on the order value the page is driven by: the same rows (on the same comparable row), so
+    the index range is walked, not the whole index with the range re-checked per row."""
     bounds: list[ColumnElement[bool]] = []
-    for clause in filter.clauses:
-        if not (isinstance(clause, Range) and clause.field == order_field):
-            continue
-        if clause.kind != order_kind:
-            continue
-        for bound in clause.bounds:
-            limit = _value(bound.value, order_kind)
+    for number in ranged:
+        clause = filtered[number]
+        for position in range(len(clause.ops)):
+            op, limit = range_bound(clause, position, named(number), _ORDER)
             bounds.append(
                 {"gt": value > limit, "gte": value >= limit, "lt": value < limit}.get(
-                    bound.op, value <= limit
+                    op, value <= limit
                 )
             )
     return bounds
@@ -268,27 +361,52 @@ def missing_page(
 ) -> Execute:
     """The next `limit` visible records matching `filter` without an order value, in key order
     (they come after every record with one: Rule 3), decoded by `page_rows`."""
-    scope, params = _scope(grant, connection_id)
+    shape, filtered, params = _params(grant, filter, connection_id)
+    params["q_limit"] = limit
+    params["q_order_field"] = order_field
+    if after is not None:
+        params["q_after_conn"], params["q_after_id"] = after
+    statement = _missing_page(
+        shape,
+        filtered,
+        scoped=connection_id is not None,
+        order_kind=order_kind,
+        direction=direction,
+        after=after is not None,
+    )
+    return Execute(statement, params)
+
+
+@lru_cache(maxsize=256)
+def _missing_page(
+    shape: GrantShape,
+    filtered: FilterShape,
+    *,
+    scoped: bool,
+    order_kind: OrderKind,
+    direction: Direction,
+    after: bool,
+) -> Select[Any]:
     keys = [records.c.connection_id, records.c.record_id]
     conditions = [
-        scope,
-        filter_condition(filter, records),
+        _scope(shape, scoped),
+        shaped_condition(filtered, records),
         ~exists(
             select(literal_column("1"))
             .select_from(_ORDER)
-            .where(_order_row(order_field, order_kind))
+            .where(_order_row(order_kind))
             .correlate(records)
         ),
     ]
-    if after is not None:
-        conditions.append(_beyond(keys, after, direction))
-    statement = (
+    if after:
+        position: list[Any] = [bindparam("q_after_conn"), bindparam("q_after_id")]
+        conditions.append(_beyond(keys, position, direction))
+    return (
         select(records.c.connection_id, records.c.record_id, literal_column("NULL").label("v"))
         .where(*conditions)
         .order_by(*_ordered(keys, direction))
-        .limit(bindparam("q_limit", limit, type_=Integer))
+        .limit(bindparam("q_limit", type_=Integer))
     )
-    return Execute(statement, params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,28 +445,38 @@ def record_count(
     clause (`eq`, `in`, `has`), the count is driven by that clause's rows in its value index
     (`clause_rows`: at most one per record), the rest of the filter and the visibility checked
     per match, instead of every visible record being checked against the filter."""
-    scope, params = _scope(grant, connection_id)
-    drive = next((c for c in filter.clauses if isinstance(c, Equals | OneOf | Has)), None)
-    if drive is None or not connections:
-        statement = (
+    shape, filtered, params = _params(grant, filter, connection_id)
+    count = _connections(params, connections)
+    drive = next(
+        (n for n, c in enumerate(filter.clauses) if isinstance(c, Equals | OneOf | Has)), None
+    )
+    statement = _record_count(
+        shape, filtered, connection_id is not None, None if count == 0 else drive, count
+    )
+    return Execute(statement, params)
+
+
+@lru_cache(maxsize=256)
+def _record_count(
+    shape: GrantShape, filtered: FilterShape, scoped: bool, driven: int | None, count: int
+) -> Select[Any]:
+    if driven is None:
+        return (
             select(func.count().label("n"))
             .select_from(records)
-            .where(scope, filter_condition(filter, records))
+            .where(_scope(shape, scoped), shaped_condition(filtered, records))
         )
-        return Execute(statement, params)
-    rest = Filter(tuple(c for c in filter.clauses if c != drive))
-    statement = (
+    return (
         select(func.count().label("n"))
         .select_from(_DRIVE.join(records, same_record(_DRIVE, records)))
         .where(
-            _DRIVE.c.connection_id.in_(list(connections)),
-            _DRIVE.c.stream == grant.name,
-            clause_rows(drive, _DRIVE),
-            scope,
-            filter_condition(rest, records),
+            _connection_in(_DRIVE.c.connection_id, count),
+            _DRIVE.c.stream == bindparam("g_stream"),
+            shaped_clause_rows(filtered, driven, _DRIVE),
+            _scope(shape, scoped),
+            shaped_condition(filtered, records, skip=driven),
         )
     )
-    return Execute(statement, params)
 
 
 def match_count(rows: Rows | None) -> int:

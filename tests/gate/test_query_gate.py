@@ -283,17 +283,15 @@ def test_visibility_removed_from_the_page_statement_alone_fails_the_proofs(
 ) -> None:
     """Only the statement that picks a page's keys (and counts them) loses the grant's terms:
     the rows' own statement still applies them, and the proofs still see the difference."""
-    from sqlalchemy import and_
+    from sqlalchemy import and_, bindparam
 
     from pdpp_store._sql.tables import records
 
-    def stream_only(grant: Any, connection_id: str | None) -> Any:
-        _, terms = sql.grant_terms(grant)
-        condition = and_(
-            records.c.stream == grant.name,
+    def stream_only(shape: Any, scoped: bool) -> Any:
+        return and_(
+            records.c.stream == bindparam("g_stream"),
             records.c.deleted == False,  # noqa: E712 - SQL comparison
         )
-        return condition, dict(terms)
 
     breakable.setattr(query_sql, "_scope", stream_only)
     with pytest.raises(AssertionError, match=r"leaked|list|count|depends on content"):
