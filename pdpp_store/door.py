@@ -35,7 +35,9 @@ Rules:
 5. A connection the server closes while the client may still be sending is closed gently: the
    server stops writing, keeps reading (and discarding) for at most `LINGER_S` seconds or
    `LINGER_BYTES` bytes, then closes; so a client still sending reads its answer instead of a
-   reset.
+   reset. A client refused in its head (past a bound, or its deadline) is not read at all
+   meanwhile: no well-behaved client sends such a head, and a flood of one would otherwise be
+   read at the speed it comes for the whole second.
 6. Under `/mcp`, a request whose `Host` does not name this server is 421 `host_not_allowed`, and
    one whose `Origin` is not allowed is 403 `origin_not_allowed` (`DoorNames`): the MCP
    transport's protection against DNS rebinding. A method other than POST is 405
@@ -66,16 +68,21 @@ Rules:
     most `PACED_PER_TURN` per turn of the loop. 500 slowloris connections opened together reach
     their deadline together; answered in one turn, they held a client already in for the whole
     of it (4.65x its idle p99 on SQLite); in turns, the client is served between every two.
+13. A connection's kernel receive buffer is `RECEIVE_BUFFER_BYTES` (the kernel would grow it to
+    megabytes): a client refused mid-flood has at most that much more taken from it, not the
+    several megabytes a grown buffer lets through before the server stops reading.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import json
 import logging
 import secrets
+import socket
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -95,6 +102,7 @@ __all__ = [
     "LINGER_BYTES",
     "LINGER_S",
     "PACED_PER_TURN",
+    "RECEIVE_BUFFER_BYTES",
     "DoorMiddleware",
     "DoorNames",
     "DoorProtocol",
@@ -115,6 +123,8 @@ PACED_PER_TURN = 8
 """Deadline work (a head's 408, an idle connection's or a lingering one's close) done per turn
 of the loop (rule 12): a few hundred microseconds each on a loaded runner, so a turn gains at
 most a few milliseconds however many deadlines fall together."""
+RECEIVE_BUFFER_BYTES = 256 * 1024
+"""The kernel's receive buffer of each connection (rule 13)."""
 LINGER_S = 1.0
 LINGER_BYTES = 1024 * 1024
 """How long, and how much, a closing connection is still read (rule 5)."""
@@ -225,7 +235,10 @@ class _Lingering:
         self.lingering = True
         try:
             transport.write_eof()
-            transport.resume_reading()
+            if self._protocol.in_head:
+                transport.pause_reading()  # a head past a bound or a deadline: none of it is read
+            else:
+                transport.resume_reading()
         except (OSError, RuntimeError):
             transport.close()
             return
@@ -303,6 +316,10 @@ class DoorProtocol(HttpToolsProtocol):
     # -- the connection
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        raw = transport.get_extra_info("socket")
+        if raw is not None:
+            with contextlib.suppress(OSError):  # rule 13
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
         self._lingering = _Lingering(transport, self)
         super().connection_made(self._lingering)  # type: ignore[arg-type]
         self._over_cap = len(self.connections) > self.limits.max_connections
@@ -312,6 +329,11 @@ class DoorProtocol(HttpToolsProtocol):
         self._cancel_head_timer()
         self._cancel_write_timer()
         super().connection_lost(exc)
+
+    @property
+    def in_head(self) -> bool:
+        """Whether the connection is waiting for, or reading, a request head."""
+        return self._in_head
 
     def may_be_sending(self) -> bool:
         """Whether the client may still be sending this request (rule 5)."""
