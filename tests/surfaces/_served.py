@@ -76,8 +76,8 @@ def start(url: str, tokens: Path, *options: str, log: IO[bytes] | None = None) -
             return server
         except httpx.TransportError:
             time.sleep(0.1)
-    log = server.stop()
-    raise AssertionError(f"serve did not start in {STARTUP_SECONDS}s: {log}")
+    logged = server.stop()
+    raise AssertionError(f"serve did not start in {STARTUP_SECONDS}s: {logged}")
 
 
 def seed_served(db_url: str) -> None:
