@@ -58,7 +58,7 @@ attacker, at the lowest priority on a loaded runner, takes over 2 s to open them
 exactly 16 of each burst wait for the deadline."""
 SLACK_S = 5.0
 """Beyond a deadline, how late an answer may come on a loaded 2-core runner."""
-MIN_READS = 200
+MIN_READS = 150
 ROUNDS = 3
 IDLE_S = 3.0
 """Each attack runs `ROUNDS` times, each run after `IDLE_S` of reading without an attack, and
