@@ -71,7 +71,7 @@ from uvicorn.supervisors.multiprocess import SIGNALS
 from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable
 from pdpp_store.access_log import AccessLog
 from pdpp_store.auth import OAuth, Resolvers, TokensFile
-from pdpp_store.door import DoorMiddleware, DoorNames, Limits, door_protocol, host_name
+from pdpp_store.door import DoorMiddleware, DoorNames, Gate, Limits, door_protocol, host_name
 from pdpp_store.door_headers import Cors, GzipJson
 from pdpp_store.http import PUBLIC_URL_KEY, Resolver, check_public_url
 from pdpp_store.mcp import http_app
@@ -81,10 +81,11 @@ __all__ = ["Limits", "run", "serve"]
 
 
 def _config(
-    app: Any, host: str, port: int, log_level: str, limits: Limits, **options: Any
+    app: Any, host: str, port: int, log_level: str, gate: Gate, **options: Any
 ) -> uvicorn.Config:
     """uvicorn's settings for every way of serving here: its httptools protocol under the door's
-    limits (rule 7), no websockets."""
+    limits, judging heads by the application's `gate` (rule 9), no websockets."""
+    limits = gate.limits
     keep_alive: Any = limits.idle_timeout_s  # uvicorn's timer takes any number of seconds
     return uvicorn.Config(
         app,
@@ -94,7 +95,7 @@ def _config(
         proxy_headers=False,
         server_header=False,
         access_log=False,  # uvicorn's names the full URL: ours (rule 8) does not
-        http=door_protocol(limits),  # type: ignore[arg-type]
+        http=door_protocol(limits, gate),  # type: ignore[arg-type]
         ws="none",
         timeout_keep_alive=keep_alive,
         **options,
@@ -173,8 +174,8 @@ class _Door:
     public base URL is (rule 6), then hands every request through the door's middleware
     (rule 7)."""
 
-    def __init__(self, app: Any, public_url: str | None, access: _Access, names: DoorNames) -> None:
-        inner = DoorMiddleware(GzipJson(app), access.limits, names)
+    def __init__(self, app: Any, public_url: str | None, access: _Access, gate: Gate) -> None:
+        inner = DoorMiddleware(GzipJson(app), access.limits, gate.names, gate)
         self.app = Cors(inner, frozenset(access.origins)) if access.origins else inner
         self._public_url = public_url
 
@@ -257,8 +258,9 @@ async def serve(
     )
     store = await AsyncStore.open(url, audit=audit)
     app = await _application(store, grants)
-    door = _Door(AccessLog(app), named, access, _names(access, named, host))
-    await uvicorn.Server(_config(door, host, port, log_level, access.limits)).serve()
+    gate = Gate(access.limits, _names(access, named, host))
+    door = _Door(AccessLog(app), named, access, gate)
+    await uvicorn.Server(_config(door, host, port, log_level, gate)).serve()
 
 
 @dataclass(frozen=True)
@@ -270,12 +272,13 @@ class _Worker:
     grants: Tokens = field(repr=False)  # token -> grant, or a resolver: the tokens are secrets
     public_url: str | None = None
     access: _Access = field(default_factory=_Access)
-    names: DoorNames = field(default_factory=DoorNames)
+    gate: Gate = field(default_factory=lambda: Gate(Limits(), DoorNames()))
+    """The one its protocol judges heads by (the same object in the worker: one pickle)."""
     audit: bool = True
 
     def __call__(self) -> _Door:
         opened = _OpenedAtStartup(self.url, self.grants, self.audit)
-        return _Door(AccessLog(opened), self.public_url, self.access, self.names)
+        return _Door(AccessLog(opened), self.public_url, self.access, self.gate)
 
 
 class _OpenedAtStartup:
@@ -329,13 +332,13 @@ def _run_workers(
     audit: bool = True,
 ) -> None:
     Store.open(url).close()  # one error for a bad store, and one migration (rule 4)
-    names = _names(access, public_url, host)
+    gate = Gate(access.limits, _names(access, public_url, host))
     config = _config(
-        _Worker(url, grants, public_url, access, names, audit),
+        _Worker(url, grants, public_url, access, gate, audit),
         host,
         port,
         log_level,
-        access.limits,
+        gate,
         factory=True,
         interface="asgi3",
         lifespan="on",

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import httpx2
@@ -53,16 +53,18 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.kill(self.process.pid, signal.SIGKILL)
                 self.process.wait()
-        assert self.process.stderr is not None
+        if self.process.stderr is None:  # logged to a file of the caller's (`start(log=...)`)
+            return ""
         return self.process.stderr.read().decode(errors="replace")
 
 
-def start(url: str, tokens: Path, *options: str) -> Server:
+def start(url: str, tokens: Path, *options: str, log: IO[bytes] | None = None) -> Server:
+    """`serve` on a free port; its stderr a pipe (read by `Server.stop`), or the file `log`."""
     port = free_port()
     process = subprocess.Popen(
         [str(CLI), "--db", url, "serve", "--tokens", str(tokens), "--port", str(port), *options],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.PIPE if log is None else log,
     )
     server = Server(process, f"http://127.0.0.1:{port}")
     deadline = time.monotonic() + STARTUP_SECONDS
@@ -74,8 +76,8 @@ def start(url: str, tokens: Path, *options: str) -> Server:
             return server
         except httpx.TransportError:
             time.sleep(0.1)
-    log = server.stop()
-    raise AssertionError(f"serve did not start in {STARTUP_SECONDS}s: {log}")
+    logged = server.stop()
+    raise AssertionError(f"serve did not start in {STARTUP_SECONDS}s: {logged}")
 
 
 def seed_served(db_url: str) -> None:
