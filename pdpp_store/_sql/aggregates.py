@@ -39,7 +39,6 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
-    Select,
     Text,
     and_,
     bindparam,
@@ -530,7 +529,7 @@ def _in_spans(plan: AggregatePlan) -> bool:
 def _span(instant: Any, plan: AggregatePlan) -> Any:
     """The span an instant lies in: its first `uniform_prefix` characters."""
     assert plan.offsets is not None
-    length = literal_column(str(plan.offsets.uniform_prefix))
+    length: Any = literal_column(str(plan.offsets.uniform_prefix))
     return func.substr(instant, literal_column("1"), length)
 
 

@@ -147,7 +147,7 @@ def test_grants_that_need_records_keep_the_general_path(store: StoreFront, case:
     else:
         questions = [
             Question("sum", "n", group_by="label"),
-            Question("min", "when", group_by_time="when", field="when"),
+            Question("min", "when", group_by_time="when"),
         ]
     parsed = parse_filter(raw, SPEC, grant)
     for question in questions:
