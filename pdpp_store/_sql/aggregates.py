@@ -39,6 +39,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    Numeric,
     Text,
     and_,
     bindparam,
@@ -660,7 +661,7 @@ def _by_values(
         )
         keys: list[Any] = [groups.c.g_kind, groups.c.g_text, groups.c.g_num]
         ordering = [groups.c.p_records.desc(), *keys]
-        empty: list[Any] = [null(), null(), null()]
+        empty: list[Any] = [cast(null(), Text), cast(null(), Text), cast(null(), Numeric)]
     else:
         spans = (
             select(*_span_columns(own.c.instant))
@@ -678,7 +679,7 @@ def _by_values(
         )
         keys = _bucket_keys(plan, groups)
         ordering = _bucket_order(plan, groups)[1:]
-        empty = [null() for _ in keys]
+        empty = [cast(null(), BigInteger) for _ in keys]
     size = groups.c.p_records
     keyed = (
         select(
@@ -687,17 +688,14 @@ def _by_values(
             size.label("records"),
             func.sum(size).over().label("total"),
             func.row_number().over(order_by=ordering).label("place"),
-            type_coerce(null(), BigInteger).label("visible"),
+            cast(null(), BigInteger).label("visible"),
         )
         .order_by(*ordering)
         .limit(plan.limit)
     )
     counted = select(
         *(column.label(key.name) for column, key in zip(empty, keys, strict=True)),
-        *(
-            type_coerce(null(), BigInteger).label(name)
-            for name in ("value", "records", "total", "place")
-        ),
+        *(cast(null(), BigInteger).label(name) for name in ("value", "records", "total", "place")),
         func.count().label("visible"),
     ).where(*_where(grant, connection_id, filter))
     return union_all(select(keyed.subquery("a_keyed")), counted.select_from(records))
