@@ -26,6 +26,11 @@ Rules:
    parameters; its local time is counted in seconds since 0000-03-01 (`day_number`), and the
    key is a whole number derived from that (`bucket_number`), turned into its text here
    (`bucket_key`). Both databases compute the same integers, so they agree exactly.
+6. A count by time bucket is computed per span, not per record: instants sharing their first
+   `OffsetChanges.uniform_prefix` characters (a UTC hour, minute or second) share their offset
+   and, the offset being whole units, lie in one local hour, minute or second, so in one bucket
+   of any granularity (buckets are whole local hours). The SQL counts each span's records,
+   buckets one instant of each, and adds the counts.
 """
 
 from __future__ import annotations
@@ -243,6 +248,25 @@ class OffsetChanges:
 
     first: int
     changes: tuple[tuple[str, int], ...]
+
+    @property
+    def uniform_prefix(self) -> int:
+        """How many leading characters of a normalised instant (`YYYY-MM-DDTHH` 13, `..:MM`
+        16, `..:SS` 19) name a span of time whose instants all fall in one bucket of every
+        granularity (rule 6): the hour when every offset is whole hours and every change falls
+        on a whole UTC hour, else the minute when the same holds of minutes, else the second
+        (changes are found to the second, and buckets count whole seconds)."""
+        offsets = (self.first, *(offset for _, offset in self.changes))
+        for unit, length in ((3600, 13), (60, 16)):
+            aligned = all(at[length:] == _ALIGNED[length:] for at, _ in self.changes)
+            if aligned and all(offset % unit == 0 for offset in offsets):
+                return length
+        return 19
+
+
+_ALIGNED = "0000-00-00T00:00:00.000000Z"
+"""A normalised instant's shape with zeros: an instant whose characters after a prefix are
+these lies on a whole unit (hour after 13, minute after 16)."""
 
 
 def _first_change(zone: ZoneInfo, start: datetime, end: datetime) -> datetime:

@@ -197,6 +197,8 @@ def aggregate(
         request.granularity,
         offsets,
         request.limit,
+        by_values=(request.group_by or request.group_by_time) is not None
+        and aggregate_sql.counts_by_values(request.metric, stream_grant, parsed),
     )
     rows = (yield aggregate_sql.aggregate(plan, stream_grant, conn, parsed)) or []
     if request.group_by is None and request.group_by_time is None:

@@ -32,14 +32,14 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
-    Select,
+    Numeric,
     Text,
     and_,
     bindparam,
@@ -51,6 +51,7 @@ from sqlalchemy import (
     null,
     select,
     type_coerce,
+    union_all,
 )
 from sqlalchemy.types import NullType
 
@@ -89,6 +90,15 @@ class AggregatePlan:
     granularity: str = "month"
     offsets: OffsetChanges | None = None
     limit: int = 25
+    by_values: bool = False
+    """Rule 5: the groups are counted over the grouping field's comparable rows alone."""
+
+
+def counts_by_values(metric: str, grant: StreamGrant, filter: Filter) -> bool:
+    """Whether a grouped count may read the grouping field's comparable rows alone (Rule 5):
+    a count, under a grant whose terms are connection and stream only, with no filter."""
+    shape, _ = grant_terms(grant)
+    return metric == "count" and visibility.values_suffice(shape) and not filter.clauses
 
 
 def _kind(table: Any, name: str) -> ColumnElement[bool]:
@@ -109,10 +119,31 @@ def _where(grant: StreamGrant, connection_id: str | None, filter: Filter) -> tup
     return tuple(conditions)
 
 
+def _own_rows(
+    table: Any, grant: StreamGrant, connection_id: str | None, param: str
+) -> tuple[Any, ...]:
+    """Rule 5: the comparable rows of the field bound as `param`, their own value (`element`
+    0), of the records the grant admits (`visibility.visible_values`). Where one connection is
+    read, it is also named by equality: the index is then read in its own order (an `IN` list
+    leaves a planner to sort what it groups)."""
+    conditions = [
+        visibility.visible_values(grant_terms(grant)[0], table),
+        table.c.path == bindparam(param),
+        table.c.element == literal_column("0"),
+    ]
+    if connection_id is not None:
+        conditions.append(table.c.connection_id == bindparam("a_conn"))
+    elif grant.instance_ids is not None and len(grant.instance_ids) == 1:
+        conditions.append(table.c.connection_id == bindparam("a_only"))
+    return tuple(conditions)
+
+
 def _params(grant: StreamGrant, connection_id: str | None, plan: AggregatePlan) -> dict[str, Any]:
     params = dict(grant_terms(grant)[1])
     if connection_id is not None:
         params["a_conn"] = connection_id
+    if grant.instance_ids is not None and len(grant.instance_ids) == 1:
+        params["a_only"] = grant.instance_ids[0]
     if plan.field is not None:
         params["a_field"] = plan.field
     if plan.group_by is not None or plan.group_by_time is not None:
@@ -134,17 +165,28 @@ def instant_range(
     grant: StreamGrant, connection_id: str | None, filter: Filter, path: str
 ) -> Execute:
     """The lowest and highest instant of `path` among the visible records (decoded by
-    `instant_span`): the range the zone's offsets are computed over."""
+    `instant_span`): the range the zone's offsets are computed over. Where the grant and filter
+    allow (Rule 5), over the field's comparable rows alone: two ends of its instant index."""
     grouped = field_values.alias("a_grouped")
-    statement = (
-        select(func.min(grouped.c.instant).label("low"), func.max(grouped.c.instant).label("high"))
-        .select_from(records.join(grouped, _value_join(grouped, "a_group")))
-        .where(*_where(grant, connection_id, filter))
-    )
+    shape, _ = grant_terms(grant)
+    if visibility.values_suffice(shape) and not filter.clauses:
+        statement = select(
+            func.min(grouped.c.instant).label("low"), func.max(grouped.c.instant).label("high")
+        ).where(*_own_rows(grouped, grant, connection_id, "a_group"))
+    else:
+        statement = (
+            select(
+                func.min(grouped.c.instant).label("low"), func.max(grouped.c.instant).label("high")
+            )
+            .select_from(records.join(grouped, _value_join(grouped, "a_group")))
+            .where(*_where(grant, connection_id, filter))
+        )
     params = dict(grant_terms(grant)[1])
     params["a_group"] = path
     if connection_id is not None:
         params["a_conn"] = connection_id
+    if grant.instance_ids is not None and len(grant.instance_ids) == 1:
+        params["a_only"] = grant.instance_ids[0]
     return Execute(statement, params)
 
 
@@ -271,6 +313,8 @@ def _raw(column: Any) -> Any:
 def _metric(plan: AggregatePlan, caps: Capabilities, rows: Any) -> list[Any]:
     """The metric's columns over the inner rows (`m_kind`, `m_num`, `m_text`, `m_instant`)."""
     if plan.metric == "count":
+        if "p_records" in rows.c:
+            return [func.sum(rows.c.p_records).label("value")]
         return [func.count().label("value")]
     number = case((rows.c.m_kind == literal("number"), rows.c.m_num), else_=null())
     if plan.metric == "count_distinct":
@@ -448,6 +492,15 @@ def _inner(
                 grouped.c.text.label("g_text"),
                 _raw(grouped.c.num).label("g_num"),
             ]
+        elif _in_spans(plan):
+            spans = (
+                select(*_span_columns(grouped.c.instant))
+                .select_from(joined)
+                .where(*_where(grant, connection_id, filter))
+                .group_by(_span(grouped.c.instant, plan))
+                .subquery("a_spans")
+            )
+            return _time_steps(plan, select(spans.c.p_records, *_parsed(spans.c.p_instant)))
         else:
             columns += _parsed(grouped.c.instant)
     statement = select(*columns).select_from(joined).where(*_where(grant, connection_id, filter))
@@ -466,6 +519,28 @@ def _inner(
         statement = select(*kept, *parts).offset(0)
     if plan.group_by_time is None:
         return statement.subquery("a_rows")
+    return _time_steps(plan, statement)
+
+
+def _in_spans(plan: AggregatePlan) -> bool:
+    """Whether time buckets are counted per span of instants (`_core.aggregates` rule 6)."""
+    return plan.metric == "count" and plan.group_by_time is not None
+
+
+def _span(instant: Any, plan: AggregatePlan) -> Any:
+    """The span an instant lies in: its first `uniform_prefix` characters."""
+    assert plan.offsets is not None
+    length: Any = literal_column(str(plan.offsets.uniform_prefix))
+    return func.substr(instant, literal_column("1"), length)
+
+
+def _span_columns(instant: Any) -> list[Any]:
+    """A span's instant (any one of it buckets them all: its least) and its records."""
+    return [func.min(instant).label("p_instant"), func.count().label("p_records")]
+
+
+def _time_steps(plan: AggregatePlan, statement: Any) -> Any:
+    """Rule 3's steps over rows carrying `_parsed`'s columns, each fenced."""
     assert plan.offsets is not None
     # Rule 3: each step fenced, so no database inlines the text's parsing into the arithmetic
     parsed = statement.offset(0).subquery("a_parsed")
@@ -515,38 +590,115 @@ def aggregate(
     """The aggregate (decoded by `aggregate_value` or, grouped, `aggregate_groups`)."""
     params = _params(grant, connection_id, plan)
 
-    def build(caps: Capabilities) -> Select[Any]:
+    def build(caps: Capabilities) -> Any:
+        if plan.by_values:
+            return _by_values(plan, grant, connection_id, filter)
         rows = _inner(plan, caps, grant, connection_id, filter)
         metric = _metric(plan, caps, rows)
         if plan.group_by is None and plan.group_by_time is None:
             return select(*metric).select_from(rows)
-        total = func.sum(func.count()).over().label("total")
+        records_in = func.sum(rows.c.p_records) if "p_records" in rows.c else func.count()
+        total = func.sum(records_in).over().label("total")
         if plan.group_by is not None:
             keys = [rows.c.g_kind, rows.c.g_text, rows.c.g_num]
             ordering = _largest_first(plan, caps, metric)
             ordering += [rows.c.g_kind, rows.c.g_text, rows.c.g_num]
             return (
-                select(*keys, *metric, func.count().label("records"), total)
+                select(*keys, *metric, records_in.label("records"), total)
                 .group_by(*keys)
                 .order_by(*ordering)
                 .limit(plan.limit)
             )
-        bucket = rows.c.g_bucket
-        keys = [bucket]
-        if plan.granularity == "hour":
-            keys.append(rows.c.g_offset)
-        grouping = [bucket] + ([rows.c.g_offset] if plan.granularity == "hour" else [])
-        ordering = [case((bucket.is_(None), 1), else_=0), bucket]
-        if plan.granularity == "hour":
-            ordering.append(rows.c.g_offset.desc())
+        keys = _bucket_keys(plan, rows)
         return (
-            select(*keys, *metric, func.count().label("records"), total)
-            .group_by(*grouping)
-            .order_by(*ordering)
+            select(*keys, *metric, records_in.label("records"), total)
+            .group_by(*keys)
+            .order_by(*_bucket_order(plan, rows))
             .limit(plan.limit)
         )
 
     return Execute(build, params)
+
+
+def _bucket_keys(plan: AggregatePlan, rows: Any) -> list[Any]:
+    """A time bucket's key columns: its number, and for an hour its offset."""
+    return [rows.c.g_bucket] + ([rows.c.g_offset] if plan.granularity == "hour" else [])
+
+
+def _bucket_order(plan: AggregatePlan, rows: Any) -> list[Any]:
+    """Oldest bucket first, the null bucket last; an hour repeated by a DST change earlier
+    (its larger offset) first."""
+    bucket = rows.c.g_bucket
+    ordering = [case((bucket.is_(None), 1), else_=0), bucket]
+    if plan.granularity == "hour":
+        ordering.append(rows.c.g_offset.desc())
+    return ordering
+
+
+def _by_values(
+    plan: AggregatePlan, grant: StreamGrant, connection_id: str | None, filter: Filter
+) -> Any:
+    """Rule 5: a count by group over the grouping field's comparable rows alone: the groups
+    with a key (a comparable form other than null; for time, a bucketed instant), ordered
+    (`place`) and cut in SQL, with the number of records in all of them (`total`); then one row
+    with the number of visible records (`visible`, one count over `records`). The group whose
+    key is null holds the difference, and `aggregate_groups` places it. One statement, so one
+    snapshot for both counts; two branches of a `UNION ALL`, each reading one table (no
+    statement joins record tables but by `connection_id`)."""
+    own = field_values.alias("a_grouped")
+    rows = _own_rows(own, grant, connection_id, "a_group")
+    if plan.group_by is not None:
+        groups = (
+            select(
+                own.c.kind.label("g_kind"),
+                own.c.text.label("g_text"),
+                _raw(own.c.num).label("g_num"),
+                func.count().label("p_records"),
+            )
+            .where(*rows, own.c.kind != literal_column("'null'"))
+            .group_by(own.c.kind, own.c.text, own.c.num)
+            .subquery("a_groups")
+        )
+        keys: list[Any] = [groups.c.g_kind, groups.c.g_text, groups.c.g_num]
+        ordering = [groups.c.p_records.desc(), *keys]
+        empty: list[Any] = [cast(null(), Text), cast(null(), Text), cast(null(), Numeric)]
+    else:
+        spans = (
+            select(*_span_columns(own.c.instant))
+            .where(*rows, own.c.instant.is_not(None))
+            .group_by(_span(own.c.instant, plan))
+            .subquery("a_spans")
+        )
+        bucketed = _time_steps(plan, select(spans.c.p_records, *_parsed(spans.c.p_instant)))
+        grouping = _bucket_keys(plan, bucketed)
+        groups = (
+            select(*grouping, func.sum(bucketed.c.p_records).label("p_records"))
+            .where(bucketed.c.g_bucket.is_not(None))
+            .group_by(*grouping)
+            .subquery("a_groups")
+        )
+        keys = _bucket_keys(plan, groups)
+        ordering = _bucket_order(plan, groups)[1:]
+        empty = [cast(null(), BigInteger) for _ in keys]
+    size = groups.c.p_records
+    keyed = (
+        select(
+            *keys,
+            size.label("value"),
+            size.label("records"),
+            func.sum(size).over().label("total"),
+            func.row_number().over(order_by=ordering).label("place"),
+            cast(null(), BigInteger).label("visible"),
+        )
+        .order_by(*ordering)
+        .limit(plan.limit)
+    )
+    counted = select(
+        *(column.label(key.name) for column, key in zip(empty, keys, strict=True)),
+        *(cast(null(), BigInteger).label(name) for name in ("value", "records", "total", "place")),
+        func.count().label("visible"),
+    ).where(*_where(grant, connection_id, filter))
+    return union_all(select(keyed.subquery("a_keyed")), counted.select_from(records))
 
 
 # ---------------------------------------------------------------- decoding
@@ -617,8 +769,44 @@ class GroupRow:
     records: int
 
 
+_KIND_ORDER = ("boolean", "null", "number", "string")
+"""Kinds in the order their groups' keys sort (byte-wise, as the statement orders them)."""
+
+
+def _with_null_group(plan: AggregatePlan, groups: list[GroupRow], size: int) -> list[GroupRow]:
+    """Rule 5's keyed groups (ordered, at most `limit`) with the group whose key is null (of
+    `size` records) where the statement would have ordered it, cut to `limit`: last for time
+    buckets; for `group_by`, by its count, ties by key (the kind `null` sorts between
+    `boolean` and `number`)."""
+    if size <= 0:
+        return groups
+    null = GroupRow(
+        "null" if plan.group_by is not None else None, None, None, None, None, size, size
+    )
+    place = len(groups)
+    if plan.group_by is not None:
+
+        def before(group: GroupRow) -> bool:
+            if group.records != size:
+                return group.records > size
+            return _KIND_ORDER.index(str(group.kind)) < _KIND_ORDER.index("null")
+
+        place = next((n for n, group in enumerate(groups) if not before(group)), len(groups))
+    return [*groups[:place], null, *groups[place:]][: plan.limit]
+
+
+def _place(row: Row) -> int:
+    return int(row["place"])
+
+
 def aggregate_groups(plan: AggregatePlan, rows: Rows) -> tuple[list[GroupRow], int]:
     """The groups shown, and the number of records in all groups."""
+    if plan.by_values:
+        visible = sum(int(row["visible"]) for row in rows if row["visible"] is not None)
+        keyed = sorted((row for row in rows if row["place"] is not None), key=_place)
+        grouped = int(keyed[0]["total"]) if keyed else 0
+        found, _ = aggregate_groups(replace(plan, by_values=False), keyed)
+        return _with_null_group(plan, found, visible - grouped), visible
     total = int(rows[0]["total"]) if rows else 0
     groups: list[GroupRow] = []
     for row in rows:

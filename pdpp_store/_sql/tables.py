@@ -29,7 +29,9 @@ Rules:
    exact number (NUMERIC: never rounded through a double), `instant` the normalised instant of a
    string that is a date or date-time. Its indexes lead with `connection_id` and the field: the
    equality of any non-number kind (`kind`, `text`), numbers (`num`, `record_id`) and instants
-   (`instant`, `record_id`), the last two shaped for ranges and keyset order.
+   (`instant`, `record_id`), the last two shaped for ranges and keyset order; and a field's
+   own values (`element`, then every column a group key reads: `kind`, `text`, `num`,
+   `instant`), so an aggregate grouping by the field reads the index alone (migration 0013).
 9. Every change of a record (insert, update, delete) takes the next value of its connection's
    change sequence: `change_counters.last_change_seq` is raised in the write's transaction (the
    row lock orders concurrent writers on Postgres, `BEGIN IMMEDIATE` on SQLite) and the record
@@ -280,6 +282,10 @@ field_values = Table(
     Index("ix_field_values_text", "connection_id", "stream", "path", "kind", "text"),
     Index("ix_field_values_num", "connection_id", "stream", "path", "num", "record_id"),
     Index("ix_field_values_instant", "connection_id", "stream", "path", "instant", "record_id"),
+    Index(
+        "ix_field_values_groups",
+        *("connection_id", "stream", "path", "element", "kind", "text", "num", "instant"),
+    ),
 )
 
 blobs = Table(

@@ -11,6 +11,9 @@ Rules:
    (`in_ids`, `dialects.IdList`), whatever their length.
 4. Statements are cached per `GrantShape` (which optional terms a grant has), with the grant's
    values as parameters (`grant_params`), so a read costs one cached compile.
+5. A grant with no `resources` and no time constraint admits a live record by its key alone,
+   so a statement that needs only a field's comparable values may read `field_values` under
+   `visible_values` instead of joining `records` (the rows of deleted records are gone).
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ __all__ = [
     "record_is",
     "record_params",
     "same_record",
+    "values_suffice",
     "visible_records",
+    "visible_values",
 ]
 
 
@@ -160,6 +165,26 @@ def visible_records(
         if shape.until:
             bounds.append(timed.c.time_value < bindparam(f"{prefix}_until"))
         conditions.append(exists().where(*bounds))
+    return and_(*conditions)
+
+
+def values_suffice(shape: GrantShape) -> bool:
+    """Whether `visible_values` can stand for `visible_records` (Rule 5): the grant has no
+    `resources` and no time constraint."""
+    return not shape.resources and not shape.time_field
+
+
+def visible_values(shape: GrantShape, table: Any, prefix: str = "g") -> ColumnElement[bool]:
+    """A stream grant's terms as a condition on `field_values` (or an alias), Rule 5: true
+    exactly for the comparable rows of the records `visible_records` admits, when
+    `values_suffice(shape)`. A record's comparable rows are written and removed with its fields
+    in the same transaction, and removed when it is deleted (`_sql.values` Rule 1), so every row
+    belongs to a live record: connection and stream are the whole of such a grant's terms."""
+    if not values_suffice(shape):
+        raise ValueError("a grant with resources or a time constraint needs `records`")
+    conditions: list[ColumnElement[bool]] = [table.c.stream == bindparam(f"{prefix}_stream")]
+    if shape.instances:
+        conditions.append(in_ids(table.c.connection_id, f"{prefix}_instances"))
     return and_(*conditions)
 
 

@@ -179,3 +179,60 @@ def test_visibility_removed_from_the_aggregate_sql_fails_the_proofs(
     breakable.setattr(visibility, "visible_records", only_the_stream)
     with pytest.raises(AssertionError, match=r"changed the answer|leaked"):
         check_aggregate_gate(loaded)
+
+
+# ------------------------------------------- counts over the grouping field's values alone
+
+VALUES_GRANT = Grant("gate-values", (StreamGrant(STREAM, ("c1", "c9"), GRANTED),))
+"""A grant of connection and stream only: counts by group read `field_values` alone
+(`_sql.aggregates` Rule 5), so what it hides is other connections, deleted records and the
+ungranted field."""
+VALUES_QUESTIONS: list[dict[str, Any]] = [
+    {"group_by": "label"},
+    {"group_by": "flag", "limit": 1},
+    {"group_by": "tags"},
+    *(
+        {"group_by_time": "when", "granularity": g, "time_zone": "Asia/Kolkata"}
+        for g in ("hour", "month")
+    ),
+]
+
+
+def _values_answers(store: Store) -> list[Any]:
+    return [store.aggregate(VALUES_GRANT, STREAM, **q).to_dict() for q in VALUES_QUESTIONS]
+
+
+def check_values_gate(store: Store) -> None:
+    before = _values_answers(store)
+    store.add_connection("c2", CONNECTOR)
+    store.upsert_records(
+        "c2", STREAM, [_hidden(CANARIES["other_connection"], "r0", "2024-05-05T05:05:05Z")]
+    )
+    store.upsert_records("c1", STREAM, [_hidden(CANARIES["deleted"], "r6", "2024-08-08T08:08:08Z")])
+    store.delete_record("c1", STREAM, "r6")
+    store.upsert_records(
+        "c1", STREAM, [{**row, "secret": CANARIES["ungranted_field"]} for row in VISIBLE]
+    )
+    with BoundaryAudit(store.engine) as audit:
+        after = _values_answers(store)
+    for question, was, now in zip(VALUES_QUESTIONS, before, after, strict=True):
+        assert now == was, f"hidden records or fields changed the answer to {question}"
+    for where in ("other_connection", "deleted", "ungranted_field"):
+        assert not audit.saw(CANARIES[where]), f"the {where} canary leaked"
+
+
+def test_no_count_over_values_depends_on_what_the_grant_hides(loaded: Store) -> None:
+    check_values_gate(loaded)
+
+
+def test_visibility_removed_from_the_values_path_fails_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import bindparam
+
+    def only_the_stream(shape: Any, table: Any, prefix: str = "g") -> Any:
+        return table.c.stream == bindparam(f"{prefix}_stream")
+
+    breakable.setattr(visibility, "visible_values", only_the_stream)
+    with pytest.raises(AssertionError, match=r"changed the answer|leaked"):
+        check_values_gate(loaded)
