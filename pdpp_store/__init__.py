@@ -28,7 +28,7 @@ from ._core.identity import (
 )
 from ._core.selector import SELECTOR_ARGS, SelectorArg, SelectorArgs
 from ._core.tokens import load_tokens, read_tokens_json, tokens_from_dict
-from ._ops.audit import audit_context, note_client
+from ._ops.audit import OneAuditEntry, audit_context, note_client
 from ._ops.catalogue import CATALOGUE
 from ._store import AsyncStore, Store
 from .evidence import (
@@ -81,6 +81,7 @@ __all__ = [
     "GrantSchema",
     "MatchExcerpt",
     "NotFound",
+    "OneAuditEntry",
     "PageOrder",
     "RecordPage",
     "RecordRef",

@@ -29,7 +29,7 @@ Rules:
    the grant reached it, their stream and connection when they share one, and the paths of the
    fields that reference it. The operation notes them (`note_reach`) as it checks the reach.
 7. A surface that answers one request with several calls of the store may record them as one
-   entry (`OneEntry`): a REST blob download is one entry whatever its length, with the range
+   entry (`OneAuditEntry`): a REST blob download is one entry whatever its length, with the range
    asked and the bytes served, and an outcome `aborted` when it ended before its last byte.
 """
 
@@ -80,7 +80,7 @@ __all__ = [
     "MAX_TERM_CHARS",
     "REACHING",
     "SURFACES",
-    "OneEntry",
+    "OneAuditEntry",
     "Reach",
     "Reader",
     "audit_context",
@@ -119,7 +119,7 @@ Reach = list[tuple[str, str, str, str]]
 """The records (connection, stream, record id, field path) a blob read reached its blob through."""
 _REACH: ContextVar[Reach | None] = ContextVar("pdpp_store_audit_reach", default=None)
 """The list the `audited` call of a blob read sets for its operation to note into (rule 6)."""
-_ONE: ContextVar[OneEntry | None] = ContextVar("pdpp_store_audit_one", default=None)
+_ONE: ContextVar[OneAuditEntry | None] = ContextVar("pdpp_store_audit_one", default=None)
 REACHING = frozenset({"blob_info", "read_blob_range"})
 """The reads whose entry names the records that made their blob readable (rule 6)."""
 
@@ -445,7 +445,7 @@ def _record(
 def audited(operation: Operation, method: F) -> F:
     """`method` (a front's method of a read `operation`), recording one entry per call in its
     store's audit (`self._audit_entry`), when the store audits (rules 1 and 2); inside a
-    `OneEntry.counting` block the entry is that request's to merge (rule 7)."""
+    `OneAuditEntry.counting` block the entry is that request's to merge (rule 7)."""
     reaching = operation.name in REACHING
 
     if inspect.iscoroutinefunction(method):
@@ -489,11 +489,11 @@ def audited(operation: Operation, method: F) -> F:
     return read  # type: ignore[return-value]
 
 
-class OneEntry:
+class OneAuditEntry:
     """One request's audited calls as one entry (rule 7): a REST blob download reads its blob's
     headers, then its bytes 64 KiB at a time, and the owner sees one read of the range asked.
 
-        one = OneEntry({"blob_id": blob_id, "range": range_header})  # the terms asked
+        one = OneAuditEntry({"blob_id": blob_id, "range": range_header})  # the terms asked
         with one.counting():
             info = await store.blob_info(grant, blob_id)
         ...                                  # each range read inside `one.counting()` too

@@ -34,7 +34,7 @@ Rules:
 8. `HEAD` is answered wherever `GET` is (`_get` registers both): the same handler, status and
    headers; the server sends no body for `HEAD`, and a blob's `HEAD` reads no byte of it. The
    `HEAD` twins stay out of the OpenAPI document.
-9. A blob request is one read audit entry (`OneEntry`), however many steps its body takes: the
+9. A blob request is one read audit entry (`OneAuditEntry`), however many steps its body takes: the
    range sent and the bytes actually served, with the outcome `aborted` (and why) when the body
    ended before its last byte (the grant lost, the blob changed, the client gone).
 """
@@ -54,11 +54,11 @@ from pdpp_store import (
     BlobInfo,
     FieldWindow,
     Grant,
+    OneAuditEntry,
     RecordRef,
     StoreError,
     UnscopedRecordRef,
 )
-from pdpp_store._ops.audit import OneEntry
 
 from ._conditionals import etag, if_match_fails, none_match, parse_range, range_applies
 from ._deps import GrantDep, StoreDep, current_grant
@@ -94,7 +94,7 @@ class DownloadAborted(Exception):
 
 
 async def blob_body(
-    store: AsyncStore, grant: Grant, info: BlobInfo, first: int, last: int, *, audit: OneEntry
+    store: AsyncStore, grant: Grant, info: BlobInfo, first: int, last: int, *, audit: OneAuditEntry
 ) -> AsyncGenerator[bytes, None]:
     """Bytes `first`..`last` of the blob, `BLOB_CHUNK_BYTES` per step, each step read through
     `grant` and checked against `info` (rule 6); the download is one `audit` entry, written
@@ -526,7 +526,7 @@ async def blob(
 ) -> Response:
     args = BLOB_PARAMS.parse(request)
     # rule 9: one entry for the request, however many reads it takes
-    audit = OneEntry({"blob_id": blob_id, "range": args["Range"]})
+    audit = OneAuditEntry({"blob_id": blob_id, "range": args["Range"]})
     try:
         with audit.counting():
             info = await store.blob_info(grant, blob_id)

@@ -31,6 +31,7 @@ PUBLIC = [
     "GrantSchema",
     "MatchExcerpt",
     "NotFound",
+    "OneAuditEntry",
     "PageOrder",
     "RecordPage",
     "RecordRef",

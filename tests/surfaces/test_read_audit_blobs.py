@@ -11,8 +11,7 @@ import hashlib
 from _data import MAILBOX, attachment
 from _rest import DATA, OWNER, TOKEN_GRANTS, served
 
-from pdpp_store import AuditEntry, Grant
-from pdpp_store._ops.audit import OneEntry
+from pdpp_store import AuditEntry, Grant, OneAuditEntry
 from pdpp_store.rest._routes import BLOB_CHUNK_BYTES, DownloadAborted, blob_body
 
 A1 = f"{MAILBOX}/attachments:a1"
@@ -123,7 +122,7 @@ async def test_a_download_cut_by_the_server_records_what_was_served(db_url: str)
     is refused, the body ends, and the one entry says `aborted` with the bytes sent before."""
     async with served(db_url) as site:
         grant = _owner()
-        audit = OneEntry()
+        audit = OneAuditEntry()
         with audit.counting():
             info = await site.store.blob_info(grant, BLOB_ID)
         body = blob_body(site.store, grant, info, 0, info.size_bytes - 1, audit=audit)
@@ -152,7 +151,7 @@ async def test_a_download_cut_by_the_server_records_what_was_served(db_url: str)
 async def test_a_download_the_client_leaves_records_what_was_served(db_url: str) -> None:
     async with served(db_url) as site:
         grant = _owner()
-        audit = OneEntry()
+        audit = OneAuditEntry()
         with audit.counting():
             info = await site.store.blob_info(grant, BLOB_ID)
         body = blob_body(site.store, grant, info, 1000, info.size_bytes - 1, audit=audit)
