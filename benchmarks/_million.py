@@ -1,11 +1,14 @@
-"""What the hand-run million-record benchmarks (`aggregate`, `query_records`) share: where a
-dataset is cached and how a case is timed.
+"""What the hand-run dataset benchmarks (`aggregate`, `changes`, `query_records`) share: where a
+dataset is cached, how it is opened, filled and measured, and how a case is timed.
 
 Rules:
 1. A dataset `<name>` of N records at a version is a SQLite file
    `.benchmarks-data/pdpp-<name>-<N>-<version>.sqlite`, or a Postgres database
    `pdpp_<name>_<N>_<version>` on the local server, created when missing.
-2. A case's time is the median of its rounds in milliseconds; warming up is the caller's.
+2. A run opens the dataset's store and a plain engine on the same database, fills the dataset
+   to the size asked (the benchmark's `build`, which keeps what an earlier run left), then
+   measures it (`measure`); both are closed whatever happens.
+3. A case's time is the median of its rounds in milliseconds; warming up is the caller's.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
+
+from pdpp_store import Store
+from pdpp_store._runtime import sync_url
 
 ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
@@ -41,6 +47,26 @@ def dataset_url(backend: str, name: str, records: int, version: str) -> str:
     return f"postgresql+psycopg://postgres@127.0.0.1:5432/{database}"
 
 
+def build_and_measure(
+    url: str,
+    size: int,
+    build: Callable[[Store, Engine, int], None],
+    measure: Callable[[Store, Engine, int, int, str], None],
+    *,
+    rounds: int,
+    backend: str,
+) -> None:
+    """Fill the dataset at `url` to `size` records, then measure it (Rule 2)."""
+    store = Store.open(url)
+    engine = create_engine(sync_url(url))
+    try:
+        build(store, engine, size)
+        measure(store, engine, size, rounds, backend)
+    finally:
+        engine.dispose()
+        store.close()
+
+
 def table_count(engine: Engine, table: str) -> int:
     """The rows of `table`, 0 when it is not there yet."""
     with engine.connect() as conn:
@@ -51,7 +77,7 @@ def table_count(engine: Engine, table: str) -> int:
 
 
 def median_ms(run: Callable[[], object], rounds: int) -> float:
-    """The median of `rounds` timed calls of `run`, in milliseconds (Rule 2)."""
+    """The median of `rounds` timed calls of `run`, in milliseconds (Rule 3)."""
     times = []
     for _ in range(rounds):
         began = time.perf_counter()

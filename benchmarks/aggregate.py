@@ -33,12 +33,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, text
 
 from pdpp_store import Grant, Store
-from pdpp_store._runtime import sync_url
 
-from ._million import dataset_url, median_ms, table_count
+from ._million import build_and_measure, dataset_url, median_ms, table_count
 
 CONNECTION = "bench"
 STREAM = "events"
@@ -173,14 +172,7 @@ def main() -> None:
     if args.records % BASE and args.records > BASE:
         parser.error(f"--records: a multiple of {BASE:,} above {BASE:,}")
     url = dataset_url(args.backend, "aggregate", args.records, VERSION)
-    store = Store.open(url)
-    engine = create_engine(sync_url(url))
-    try:
-        _build(store, engine, args.records)
-        _measure(store, engine, args.records, args.rounds, args.backend)
-    finally:
-        engine.dispose()
-        store.close()
+    build_and_measure(url, args.records, _build, _measure, rounds=args.rounds, backend=args.backend)
 
 
 def _measure(store: Store, engine: Engine, records: int, rounds: int, backend: str) -> None:

@@ -36,12 +36,11 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, text
 
 from pdpp_store import Grant, Store
-from pdpp_store._runtime import sync_url
 
-from ._million import dataset_url, median_ms
+from ._million import build_and_measure, dataset_url, median_ms
 
 CONNECTION = "bench"
 STREAM = "mail"
@@ -152,14 +151,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     args = parser.parse_args()
     url = dataset_url(args.backend, "changes", args.records, VERSION)
-    store = Store.open(url)
-    engine = create_engine(sync_url(url))
-    try:
-        _build(store, engine, args.records)
-        _measure(store, engine, args.records, args.rounds, args.backend)
-    finally:
-        engine.dispose()
-        store.close()
+    build_and_measure(url, args.records, _build, _measure, rounds=args.rounds, backend=args.backend)
 
 
 def _measure(store: Store, engine: Engine, records: int, rounds: int, backend: str) -> None:

@@ -26,12 +26,11 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, text
 
 from pdpp_store import Grant, Store
-from pdpp_store._runtime import sync_url
 
-from ._million import dataset_url, median_ms, table_count
+from ._million import build_and_measure, dataset_url, median_ms, table_count
 
 CONNECTION = "bench"
 STREAM = "events"
@@ -126,14 +125,7 @@ def main() -> None:
     args = parser.parse_args()
     url = dataset_url(args.backend, "query", args.records, VERSION)
     size = args.records if args.stop_at is None else args.stop_at
-    store = Store.open(url)
-    engine = create_engine(sync_url(url))
-    try:
-        _build(store, engine, size)
-        _measure(store, engine, size, args.rounds, args.backend)
-    finally:
-        engine.dispose()
-        store.close()
+    build_and_measure(url, size, _build, _measure, rounds=args.rounds, backend=args.backend)
 
 
 def _measure(store: Store, engine: Engine, records: int, rounds: int, backend: str) -> None:
