@@ -166,14 +166,14 @@ def _plans_by_statistics(caps: Capabilities) -> bool:
 
 @cache
 def _stale_tables() -> Executable:
+    names = ", ".join(f"'{name}'" for name in RECORD_TABLES)
+    pending = " ".join(f"WHEN '{name}' THEN :n_{name}" for name in RECORD_TABLES)
     return text(
         "SELECT s.relname AS relname"
         " FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid"
         " WHERE s.schemaname = current_schema()"
-        " AND s.relname IN ('records', 'fields', 'field_chunks', 'field_values', 'change_log')"
-        " AND s.n_mod_since_analyze + CASE s.relname WHEN 'records' THEN :n_records"
-        " WHEN 'fields' THEN :n_fields WHEN 'field_chunks' THEN :n_field_chunks"
-        " WHEN 'change_log' THEN :n_change_log ELSE :n_field_values END"
+        f" AND s.relname IN ({names})"
+        f" AND s.n_mod_since_analyze + CASE s.relname {pending} END"
         " > 50 + 0.1 * greatest(c.reltuples, 0)"
     )
 
