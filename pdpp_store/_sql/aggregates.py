@@ -97,8 +97,13 @@ class AggregatePlan:
 def counts_by_values(metric: str, grant: StreamGrant, filter: Filter) -> bool:
     """Whether a grouped count may read the grouping field's comparable rows alone (Rule 5):
     a count, under a grant whose terms are connection and stream only, with no filter."""
-    shape, _ = grant_terms(grant)
-    return metric == "count" and visibility.values_suffice(shape) and not filter.clauses
+    return metric == "count" and _values_only(grant, filter)
+
+
+def _values_only(grant: StreamGrant, filter: Filter) -> bool:
+    """Rule 5's condition on the grant and the filter: the field's comparable rows are exactly
+    the visible records' (connection and stream are the grant's only terms; no filter)."""
+    return visibility.values_suffice(grant_terms(grant)[0]) and not filter.clauses
 
 
 def _kind(table: Any, name: str) -> ColumnElement[bool]:
@@ -140,10 +145,7 @@ def _own_rows(
 
 def _params(grant: StreamGrant, connection_id: str | None, plan: AggregatePlan) -> dict[str, Any]:
     params = dict(grant_terms(grant)[1])
-    if connection_id is not None:
-        params["a_conn"] = connection_id
-    if grant.instance_ids is not None and len(grant.instance_ids) == 1:
-        params["a_only"] = grant.instance_ids[0]
+    params.update(_connection_params(grant, connection_id))
     if plan.field is not None:
         params["a_field"] = plan.field
     if plan.group_by is not None or plan.group_by_time is not None:
@@ -168,26 +170,30 @@ def instant_range(
     `instant_span`): the range the zone's offsets are computed over. Where the grant and filter
     allow (Rule 5), over the field's comparable rows alone: two ends of its instant index."""
     grouped = field_values.alias("a_grouped")
-    shape, _ = grant_terms(grant)
-    if visibility.values_suffice(shape) and not filter.clauses:
-        statement = select(
-            func.min(grouped.c.instant).label("low"), func.max(grouped.c.instant).label("high")
-        ).where(*_own_rows(grouped, grant, connection_id, "a_group"))
+    ends = select(
+        func.min(grouped.c.instant).label("low"), func.max(grouped.c.instant).label("high")
+    )
+    if _values_only(grant, filter):
+        statement = ends.where(*_own_rows(grouped, grant, connection_id, "a_group"))
     else:
-        statement = (
-            select(
-                func.min(grouped.c.instant).label("low"), func.max(grouped.c.instant).label("high")
-            )
-            .select_from(records.join(grouped, _value_join(grouped, "a_group")))
-            .where(*_where(grant, connection_id, filter))
+        statement = ends.select_from(records.join(grouped, _value_join(grouped, "a_group"))).where(
+            *_where(grant, connection_id, filter)
         )
     params = dict(grant_terms(grant)[1])
     params["a_group"] = path
+    params.update(_connection_params(grant, connection_id))
+    return Execute(statement, params)
+
+
+def _connection_params(grant: StreamGrant, connection_id: str | None) -> dict[str, str]:
+    """The connection read (`a_conn`), and the grant's one connection when it names one
+    (`a_only`, Rule 5's equality)."""
+    params = {}
     if connection_id is not None:
         params["a_conn"] = connection_id
     if grant.instance_ids is not None and len(grant.instance_ids) == 1:
         params["a_only"] = grant.instance_ids[0]
-    return Execute(statement, params)
+    return params
 
 
 def instant_span(rows: Rows) -> tuple[str, str] | None:
