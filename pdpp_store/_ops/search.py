@@ -49,10 +49,12 @@ from pdpp_store._core.query import (
 )
 from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._core.window import MAX_LIMIT_CHARS
+from pdpp_store._core.words import is_word_term
 from pdpp_store._sql import match as match_sql
 from pdpp_store._sql import ranking as ranking_sql
 from pdpp_store._sql import reads as read_sql
 from pdpp_store._sql import search as search_sql
+from pdpp_store._sql import words as words_sql
 from pdpp_store._sql.index import MIN_INDEXED_NEEDLE, SCAN_CHUNKS
 from pdpp_store._sql.requests import Op
 from pdpp_store.evidence import (
@@ -208,9 +210,17 @@ def search(
         for conn_id in g.connection_ids
     }
     order_paths = _order_paths(grant, catalogue)
-    hits, chosen = yield from _ranked(
-        stream_grants, groups, query, paths_of, order_paths, ordering, after, size + 1
-    )
+    chosen_by_words = None
+    if ordering == "relevance" and not counting and _word_terms(query):
+        chosen_by_words = yield from _word_ranked(
+            stream_grants, groups, query, paths_of, order_paths, after, size + 1
+        )
+    if chosen_by_words is not None:
+        hits, chosen = 0, chosen_by_words
+    else:
+        hits, chosen = yield from _ranked(
+            stream_grants, groups, query, paths_of, order_paths, ordering, after, size + 1
+        )
     page_entries = chosen[:size]
     page_keys = [entry[2:] for entry in page_entries]
     scores = {entry[2:]: entry[0] for entry in page_entries}
@@ -386,6 +396,90 @@ def _ranked(  # noqa: PLR0917 - what the order reads
                 scored.append(entry)
         _in_order(scored, ordering)
     return len(keys), scored[:wanted]
+
+
+def _word_terms(query: SearchQuery) -> bool:
+    """Every term is a word term (`_core.words`): the word index can score and rank it."""
+    return all(is_word_term(term.folded) for term in query.terms)
+
+
+WORD_CANDIDATES = 48
+"""Records the word index's first statement asks for (`_word_ranked`); each further one asks
+for four times as many, up to `MAX_WORD_CANDIDATES`."""
+MAX_WORD_CANDIDATES = 3072
+WORD_MARGIN = 1e-6
+"""How far the word index's float score may lie from the exact one, by rounding alone (the
+exact score is rounded to `relevance.DIGITS` places; the sums are of at most 8 terms times a
+few fields, each below `K1 + 1`)."""
+
+
+def _word_ranked(  # noqa: PLR0917 - what the order reads
+    stream_grants: list[StreamGrant],
+    groups: list[search_sql.SearchGroup],
+    query: SearchQuery,
+    paths_of: dict[tuple[str, str], tuple[str, ...]],
+    order_paths: dict[tuple[str, str], str],
+    after: Position | None,
+    wanted: int,
+) -> Op[list[Position] | None]:
+    """The first `wanted` hits after `after` in relevance order, from the word index
+    (`words_sql.ranked`), or None where it cannot tell them (then `_ranked` does).
+
+    1. The best `n` records by their word-index score `w` (at most the cursor's score plus
+       `WORD_MARGIN`, or bounded: `words_sql` Rule 3), every one with some term in some
+       field's scored prefix: a positive exact score.
+    2. Those where some term occurs in no prefix are re-checked on their whole text
+       (`search_sql.hits`): a term may occur beyond the prefix (a hit) or nowhere.
+    3. The hits among them are scored exactly from their texts (`_scores`, the formula
+       itself) and timed, and ordered as `_compare` orders.
+    4. A record not among the `n` has `w` at most the last one's, so its exact score is at
+       most that plus `WORD_MARGIN`: when the `wanted`-th hit after the cursor scores more,
+       the page is exact. When the statement returned fewer than `n` rows, every record with
+       a positive score was seen: enough of them make the page; too few mean zero-score hits
+       may belong to it, which only every hit tells (None; a record whose only rows are
+       overlong ones may score 0, and is placed among zero-score hits only by them all). Otherwise `n` grows, up to
+       `MAX_WORD_CANDIDATES` (then None)."""
+    needles = [term.folded for term in query.terms]
+
+    def targets_of(chosen: Sequence[search_sql.Key]) -> list[search_sql.Target]:
+        return [(*key, path) for key in chosen for path in paths_of.get(key[:2], ())]
+
+    limit = max(WORD_CANDIDATES, wanted)
+    cap = None if after is None else after[0] + WORD_MARGIN
+    scores: dict[search_sql.Key, float] = {}
+    instants: dict[search_sql.Key, str | None] = {}
+    checked: dict[search_sql.Key, bool] = {}
+    while True:
+        request = words_sql.ranked(stream_grants, groups, needles, limit, cap)
+        found = words_sql.ranked_records((yield request) or [])
+        unsure = [row.key for row in found if not row.sure and row.key not in checked]
+        if unsure:
+            rows = yield search_sql.hits(
+                stream_grants, groups, needles, None, len(unsure), among=unsure
+            )
+            proven = set(search_sql.hit_keys(rows or []))
+            checked.update((key, key in proven) for key in unsure)
+        keys = [row.key for row in found if row.sure or checked[row.key]]
+        fresh = [key for key in keys if key not in scores]
+        if fresh:
+            scores.update((yield from _scores(stream_grants, targets_of(fresh), needles)))
+            timed = [(*key, order_paths[key[:2]]) for key in fresh if key[:2] in order_paths]
+            if timed:
+                rows = yield ranking_sql.times(stream_grants, timed)
+                instants.update(ranking_sql.time_values(rows or []))
+        entries = [(scores.get(key, 0.0), instants.get(key), *key) for key in keys]
+        if after is not None:
+            entries = [entry for entry in entries if _compare(entry, after, "relevance") > 0]
+        _in_order(entries, "relevance")
+        if len(found) < limit:  # every record with a positive score seen
+            enough = len(entries) >= wanted and entries[wanted - 1][0] > 0
+            return entries[:wanted] if enough else None
+        floor = found[-1].score + WORD_MARGIN
+        if len(entries) >= wanted and entries[wanted - 1][0] > floor:
+            return entries[:wanted]
+        if limit >= MAX_WORD_CANDIDATES:
+            return None
+        limit = min(limit * 4, MAX_WORD_CANDIDATES)
 
 
 SCORE_CHUNKS = -(-relevance.SCORE_CHARS // CHUNK_CHARS)

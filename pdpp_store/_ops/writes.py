@@ -24,6 +24,11 @@ Rules:
    `change_log` what it changed: the record's existence (insert, delete, a deleted record
    written again) and each field path rewritten, added or removed, with the field's instant
    before (`write_sql.insert_changes`, one statement per batch).
+7. The word index (`_sql.tables` Rule 11) follows the fields: every text-like field a batch
+   writes gets its words' rows (`_core.words.field_words`) and the batch's new words go into
+   the vocabulary, two executemany statements per batch; a field rewritten or removed loses
+   its rows with its chunks (`write_sql.delete_fields`). A soft delete keeps them, as it keeps
+   the fields: every read of them is under the grant's visibility.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from pdpp_store._core.identity import (
 )
 from pdpp_store._core.manifest import Manifest, StreamSpec
 from pdpp_store._core.values import CHUNK_CHARS, EncodedField, EncodedRecord, encode_record
+from pdpp_store._core.words import OVERLONG, field_words
 from pdpp_store._sql import blobs as blob_sql
 from pdpp_store._sql import catalogue as catalogue_sql
 from pdpp_store._sql import index as index_sql
@@ -443,6 +449,23 @@ def _chunk_rows(
             )
 
 
+def _word_rows(
+    connection_id: str, stream: str, new_fields: list[tuple[str, EncodedField]]
+) -> tuple[list[tuple[Any, ...]], list[tuple[str, str, str, str]]]:
+    """The word index's rows of the new text-like fields (`write_sql.WORD_COLUMNS` order), and
+    the batch's distinct words per path for the vocabulary, in key order (Rule 7)."""
+    rows: list[tuple[Any, ...]] = []
+    vocabulary: set[tuple[str, str, str, str]] = set()
+    for record_id, item in new_fields:
+        if not item.kind.text_like:
+            continue
+        for word, count in field_words(item.stored).items():
+            rows.append((connection_id, stream, record_id, item.path, word, count, item.size_chars))
+            if word != OVERLONG:
+                vocabulary.add((connection_id, stream, item.path, word))
+    return rows, sorted(vocabulary)
+
+
 def upsert_records(
     connection_id: str, stream: str, items: Iterable[object], batch_size: int
 ) -> Op[UpsertResult]:
@@ -517,6 +540,12 @@ def upsert_records(
             for group in _batched(rows, CHUNK_ROWS_PER_STATEMENT):
                 yield write_sql.insert_chunks(group)
                 changed["field_chunks"] += len(group)
+            words, vocabulary = _word_rows(connection_id, stream, plan.new_fields)
+            if words:  # the word index (Rule 7)
+                yield write_sql.insert_words(words)
+                yield write_sql.insert_vocabulary(vocabulary)
+                changed["search_words"] += len(words)
+                changed["search_vocabulary"] += len(vocabulary)
             indexed = [
                 (rid, item.path) for rid, item in plan.new_fields if _indexed(item, searchable)
             ]

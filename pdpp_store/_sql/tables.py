@@ -50,6 +50,15 @@ Rules:
    change value, for the look-ups of one record's later changes (a range on the change value
    within one record: with the path before it, SQLite searched the whole connection's later
    changes by the key instead).
+11. The word index (migration 0015; `_core.words`, docs/decisions.md "The word index"):
+   `search_words` holds one row per text-like field and distinct word of its folded scored
+   prefix (`relevance.SCORE_CHARS` code points), with the word's count and the field's whole
+   length, written and deleted with the field in the same transaction; `ix_search_words_word`
+   leads with `(stream, path, word)` and holds every column the ranking reads, so a word's
+   postings are read from the index alone. `search_vocabulary` holds each distinct word per
+   `(connection_id, stream, path)`, inserted (never deleted: a word no longer held has no
+   postings, and every read of postings is under the grant's visibility), for the words
+   that contain a term.
 """
 
 from __future__ import annotations
@@ -91,6 +100,8 @@ __all__ = [
     "metadata",
     "read_audit",
     "records",
+    "search_vocabulary",
+    "search_words",
     "streams",
 ]
 
@@ -286,6 +297,31 @@ field_values = Table(
         "ix_field_values_groups",
         *("connection_id", "stream", "path", "element", "kind", "text", "num", "instant"),
     ),
+)
+
+search_words = Table(
+    "search_words",
+    metadata,
+    *record_key(),
+    Column("path", key_text(), nullable=False),
+    Column("word", key_text(), nullable=False),
+    Column("occurrences", Integer, nullable=False),
+    Column("size_chars", BigInteger, nullable=False),
+    PrimaryKeyConstraint("connection_id", "stream", "record_id", "path", "word"),
+    Index(
+        "ix_search_words_word",
+        *("stream", "path", "word", "connection_id", "record_id", "occurrences", "size_chars"),
+    ),
+)
+
+search_vocabulary = Table(
+    "search_vocabulary",
+    metadata,
+    Column("connection_id", key_text(), nullable=False),
+    Column("stream", key_text(), nullable=False),
+    Column("path", key_text(), nullable=False),
+    Column("word", key_text(), nullable=False),
+    PrimaryKeyConstraint("connection_id", "stream", "path", "word"),
 )
 
 blobs = Table(

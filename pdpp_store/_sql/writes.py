@@ -42,6 +42,8 @@ from .tables import (
     fields,
     manifests,
     records,
+    search_vocabulary,
+    search_words,
     streams,
 )
 
@@ -53,6 +55,8 @@ __all__ = [
     "RECORD_TABLES",
     "StoredField",
     "StoredRecord",
+    "VOCABULARY_COLUMNS",
+    "WORD_COLUMNS",
     "analyze",
     "cursor_key_ages",
     "cursor_key_list",
@@ -68,6 +72,8 @@ __all__ = [
     "insert_fields",
     "insert_first_cursor_key",
     "insert_records",
+    "insert_vocabulary",
+    "insert_words",
     "live_record_version",
     "manifest_document",
     "manifest_registered",
@@ -139,7 +145,15 @@ def insert_connection(connection_id: str, connector_id: str, now: datetime) -> E
 
 
 # The record tables whose statistics the store keeps current on Postgres (see `stale_tables`).
-RECORD_TABLES = ("records", "fields", "field_chunks", "field_values", "change_log")
+RECORD_TABLES = (
+    "records",
+    "fields",
+    "field_chunks",
+    "field_values",
+    "change_log",
+    "search_words",
+    "search_vocabulary",
+)
 
 
 def stale_tables(pending: Mapping[str, int]) -> Execute:
@@ -318,11 +332,45 @@ def _insert_rows(table_name: str, columns: tuple[str, ...], caps: Capabilities) 
     return DriverSQL(f"INSERT INTO {table_name} ({', '.join(columns)}) VALUES ({markers})")
 
 
-def delete_fields(rows: Sequence[Mapping[str, Any]]) -> tuple[Execute, Execute, Execute]:
-    """The comparable values, the chunks, then the fields, of one record's listed paths per row
-    (keyed by `k_connection_id`, `k_stream`, `k_record_id`, `k_path`)."""
+WORD_COLUMNS = tuple(column.name for column in search_words.columns)
+VOCABULARY_COLUMNS = tuple(column.name for column in search_vocabulary.columns)
+
+
+def insert_words(rows: Sequence[Sequence[Any]]) -> Execute:
+    """Rows of `search_words` (the word index, `tables` Rule 11), as tuples in `WORD_COLUMNS`
+    order: one executemany per batch, beside the fields' own rows."""
+    return Execute(_insert_words, rows=rows)
+
+
+def _insert_words(caps: Capabilities) -> DriverSQL:
+    return _insert_rows("search_words", WORD_COLUMNS, caps)
+
+
+def insert_vocabulary(rows: Sequence[Sequence[Any]]) -> Execute:
+    """Rows of `search_vocabulary` in `VOCABULARY_COLUMNS` order, those already there kept: one
+    executemany per batch, in key order (concurrent writers meet their common words in the
+    same order, so neither waits on the other in a cycle)."""
+    return Execute(_insert_vocabulary, rows=rows)
+
+
+@cache
+def _insert_vocabulary(caps: Capabilities) -> DriverSQL:
+    columns = VOCABULARY_COLUMNS
+    markers = ", ".join(caps.positional_marker for _ in columns)
+    return DriverSQL(
+        f"INSERT INTO search_vocabulary ({', '.join(columns)}) VALUES ({markers})"
+        " ON CONFLICT DO NOTHING"
+    )
+
+
+def delete_fields(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[Execute, Execute, Execute, Execute]:
+    """The comparable values, the word rows, the chunks, then the fields, of one record's
+    listed paths per row (keyed by `k_connection_id`, `k_stream`, `k_record_id`, `k_path`)."""
     return (
         Execute(_delete_fields(field_values), rows),
+        Execute(_delete_fields(search_words), rows),
         Execute(_delete_fields(field_chunks), rows),
         Execute(_delete_fields(fields), rows),
     )

@@ -31,6 +31,18 @@ def test_bounded_scoring_equals_the_oracle(each_database: Store, scenario: dict[
         prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
 
 
+@on_one_store()
+@given(scenario=prop.scenarios())
+def test_word_ranking_in_small_steps_equals_the_oracle(
+    each_database: Store, scenario: dict[str, Any]
+) -> None:
+    """The word index's path (`search._word_ranked`) asking for as few records as a page
+    needs, four times as many each time: its stopping rule decides pages of every size."""
+    scenario = {**scenario, "count": "none", "order": "relevance"}
+    with mock.patch.object(search_ops, "WORD_CANDIDATES", 1):
+        prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
+
+
 @pytest.mark.parametrize("limit", [1, 2])
 def test_a_hit_ranked_low_by_its_bound_still_leads(each_database: Store, limit: int) -> None:
     """Upper bounds in the order X (4 parts), Y (2 parts), Z (1 whole word); exact scores in
@@ -85,13 +97,18 @@ def test_bounds_hold_the_score(texts: list[str], needles: list[str]) -> None:
         assert relevance.bound(counts, 1.0) == exact
 
 
+@pytest.mark.parametrize("count", ["exact", "none"])
 @pytest.mark.parametrize("scan", [1, 1000])
-def test_hits_past_the_counted_prefix_are_still_found(each_database: Store, scan: int) -> None:
+def test_hits_past_the_counted_prefix_are_still_found(
+    each_database: Store, scan: int, count: str
+) -> None:
     """Relevance order counts the index's candidates in each field's first 4,096 code points
     (`search._counted_hits`): a term that occurs only later (r00), or across the prefix's end
     (r01), is counted nowhere, so those records are re-checked on their whole text and stay
     hits (scored 0 from that field), ranked as the oracle ranks them; a short field without
-    the term (r03) is decided by its counts alone."""
+    the term (r03) is decided by its counts alone. Without a count the word index ranks: r02
+    is its only record with a positive score, so the page of two needs the zero-score hits
+    and every hit is found as above."""
     cut = relevance.SCORE_CHARS
     records = [
         {"id": "r00", "received_at": "2026-01-01T00:00:00Z", "subject": "x " * 2300 + "abc"},
@@ -107,5 +124,63 @@ def test_hits_past_the_counted_prefix_are_still_found(each_database: Store, scan
         "order": "relevance",
         "since_day": None,
         "scan": scan,
+        "count": count,
     }
     prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_terms_beyond_the_prefix_are_placed_by_the_word_index(
+    each_database: Store, limit: int
+) -> None:
+    """Two word terms, one of them only beyond the scored prefix in some records: the word
+    index sees a positive score but not every term (r00, r02), so those records are re-checked
+    on their whole text: r00 is a hit (placed by its score from "abc"), r02 is not; r01 holds
+    both in its prefix (a hit for certain); r03 holds "xyz" only."""
+    far = "." * relevance.SCORE_CHARS
+    records = [
+        {"id": "r00", "received_at": "2026-01-03T00:00:00Z", "subject": "abc abc", "snippet": far + " xyz"},
+        {"id": "r01", "received_at": "2026-01-01T00:00:00Z", "subject": "abc xyz"},
+        {"id": "r02", "received_at": "2026-01-02T00:00:00Z", "subject": "abc abc abc"},
+        {"id": "r03", "received_at": "2026-01-02T00:00:00Z", "subject": "xyz"},
+        {"id": "r04", "received_at": "2026-01-02T00:00:00Z", "subject": "abcabc", "snippet": far + "xyz"},
+    ]
+    scenario = {
+        "records": records,
+        "granted": None,
+        "terms": ["abc", "xyz"],
+        "limit": limit,
+        "order": "relevance",
+        "since_day": None,
+        "scan": 1000,
+        "count": "none",
+    }
+    with mock.patch.object(search_ops, "WORD_CANDIDATES", 1):
+        prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_ties_beyond_the_word_index_rows_are_placed_by_time(
+    each_database: Store, limit: int
+) -> None:
+    """Equal scores: the word index's statement orders them by key, the page newest first.
+    Asked for as few rows as the page needs, its last row ties with records it left out, so it
+    must ask again: after r04 (nine occurrences) the ties come newest first, r03 then r02,
+    where the first statement's rows were r04, r00 (and r01 for a page of two)."""
+    records = [
+        {"id": f"r{n:02d}", "received_at": f"2026-01-0{n + 1}T00:00:00Z", "subject": "abc def"}
+        for n in range(4)
+    ]
+    records.append({"id": "r04", "received_at": "2026-01-09T00:00:00Z", "subject": "abc " * 9})
+    scenario = {
+        "records": records,
+        "granted": None,
+        "terms": ["abc"],
+        "limit": limit,
+        "order": "relevance",
+        "since_day": None,
+        "scan": 1000,
+        "count": "none",
+    }
+    with mock.patch.object(search_ops, "WORD_CANDIDATES", 1):
+        prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)

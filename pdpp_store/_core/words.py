@@ -1,0 +1,67 @@
+"""The words of a field's scored prefix (docs/read-path.md, "The word index"): what the word
+index stores, and how a term's tf is computed from it. Pure.
+
+A *word* is a maximal run of word characters (`str.isalnum()` or `_`, as `relevance` says)
+in a field's folded first `relevance.SCORE_CHARS` code points; a run cut by the prefix's end
+is a word as it stands there (the cut is an end of the text). A *word term* is a folded
+needle made only of word characters.
+
+The identity the index rests on: an occurrence of a word term cannot cross a non-word
+character, so it lies inside one word. It is a whole word exactly when it is that word, and a
+word holds its occurrences (left to right, without overlap) as `str.count` counts them. So
+for a word term t and a field f with word counts c_f:
+
+    tf(t, f) = c_f[t] + PART_WEIGHT * sum over words w != t containing t of w.count(t) * c_f[w]
+
+which is `relevance.occurrence_weight` of t in the field's folded prefix (tested against it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from .folding import fold
+from .relevance import PART_WEIGHT, SCORE_CHARS
+
+__all__ = ["MAX_WORD_CHARS", "OVERLONG", "field_words", "is_word_term", "term_weight", "tf"]
+
+_WORD = re.compile(r"\w+")
+"""`\\w` on `str` is `str.isalnum()` or `_` (checked over every code point in the tests)."""
+
+MAX_WORD_CHARS = 256
+"""The longest word the index keeps (an index key has a bounded size: Postgres refuses a
+B-tree entry past about 2,700 bytes). A field with a longer word keeps the others and says so
+with one `OVERLONG` row: its tf cannot be computed from its words, and search scores it from
+its text."""
+OVERLONG = ""
+"""The word of a field's row that says the field has words longer than `MAX_WORD_CHARS` (no
+word is empty); its count is how many."""
+
+
+def field_words(stored: str) -> Counter[str]:
+    """The words of a field's scored prefix, with their counts (`stored` the field's text);
+    words longer than `MAX_WORD_CHARS` are counted together under `OVERLONG`."""
+    counts: Counter[str] = Counter()
+    for word in _WORD.findall(fold(stored[:SCORE_CHARS])):
+        counts[word if len(word) <= MAX_WORD_CHARS else OVERLONG] += 1
+    return counts
+
+
+def is_word_term(needle: str) -> bool:
+    """The folded needle is made only of word characters (and so is scored from words)."""
+    return bool(needle) and _WORD.fullmatch(needle) is not None
+
+
+def term_weight(term: str, word: str) -> float:
+    """What one occurrence of `word` in a field adds to the tf of word term `term`."""
+    if word == term:
+        return 1.0
+    return PART_WEIGHT * word.count(term)
+
+
+def tf(term: str, counts: Mapping[str, int] | Iterable[tuple[str, int]]) -> float:
+    """tf of a word term from a field's word counts (the identity above)."""
+    items = counts.items() if isinstance(counts, Mapping) else counts
+    return sum(term_weight(term, word) * n for word, n in items if term in word)

@@ -1,0 +1,212 @@
+"""The word index's read (docs/read-path.md, "The word index"; `_core.words`): the records a
+search of word terms may return, best first by their scores computed from their words.
+
+Rules:
+1. Only the searched groups' rows are read: the vocabulary and the postings of each group's
+   stream, connections and searchable granted paths (bound per group), and a record is kept
+   only under the search's own scope (`search._in_scope` without terms: its stream grant's
+   visibility, a searched connection, its group's filter), as every search statement keeps
+   it. Nothing but record keys and numbers computed from their granted fields leaves the
+   database: the words that contain a term are found and weighed in the statement itself.
+2. A word's weight for a term is `words.term_weight`: 1 for the term itself, else
+   `PART_WEIGHT` times its occurrences in the word (`replace`, left to right without overlap,
+   as `str.count`). A field's tf is the sum of its words' counts times their weights, and
+   `score` sums `relevance.score`'s formula over the record's fields and terms: the same
+   score up to float rounding (the caller scores the candidates exactly, in Python).
+3. A field with an overlong word (`words.OVERLONG`) counts `K1 + 1` for every term, a bound
+   of any term's part of the formula: `score` never lies below a record's exact score by more
+   than rounding, so the records left out of a page bounded by it cannot belong before it.
+4. `sure` says every term occurs in some field's scored prefix (a hit for certain); `overlong`
+   that some field's score is the bound of Rule 3. Rows come best first (then by key), at
+   most `limit`, and with a `cap` only those whose score is at most the cap (or bounded).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache, partial
+from typing import Any
+
+from sqlalchemy import (
+    Float,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    case,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+)
+
+from pdpp_store._core.filters import Filter
+from pdpp_store._core.grants import StreamGrant
+from pdpp_store._core.relevance import AVERAGE_CHARS, K1, PART_WEIGHT, B
+from pdpp_store._core.words import OVERLONG
+
+from .dialects import Capabilities, bound_rows, strpos
+from .requests import Execute, Rows
+from .search import Key, SearchGroup, _in_scope, _layout, _scope_params
+from .tables import records, search_vocabulary, search_words
+from .visibility import GrantShape, same_record
+
+__all__ = ["Ranked", "ranked", "ranked_records"]
+
+
+def ranked(
+    grants: Sequence[StreamGrant],
+    groups: Sequence[SearchGroup],
+    terms: Sequence[str],
+    limit: int,
+    cap: float | None = None,
+) -> Execute:
+    """The best `limit` records for word `terms` (decoded by `ranked_records`)."""
+    params: dict[str, Any] = {
+        **_scope_params(grants, groups, None),
+        "w_terms": json.dumps([[n, term] for n, term in enumerate(terms)], ensure_ascii=False),
+        "w_limit": limit,
+    }
+    for number, group in enumerate(groups):
+        params[f"w_s{number}"] = grants[group.grant_index].name
+        params[f"w_p{number}"] = list(group.paths)
+    if cap is not None:
+        params["w_cap"] = cap
+    shapes, layout = _layout(grants, groups)
+    filters = tuple(group.filter for group in groups)
+    if not any(f.clauses for f in filters):
+        filters = ()
+    return Execute(
+        partial(_ranked, shapes, layout, filters, len(terms), capped=cap is not None), params
+    )
+
+
+def _in_groups(table: Any, count: int) -> Any:
+    """The row belongs to a searched group's stream, connections and paths (Rule 1)."""
+    return or_(
+        *(
+            and_(
+                table.c.stream == bindparam(f"w_s{number}"),
+                table.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
+                table.c.path.in_(bindparam(f"w_p{number}", expanding=True)),
+            )
+            for number in range(count)
+        )
+    )
+
+
+def _float(value: float) -> Any:
+    return literal(value, Float)
+
+
+@lru_cache(maxsize=512)  # a filter's values are part of the statement: bounded, not `cache`
+def _ranked(  # noqa: PLR0917 - the statement's shape
+    shapes: tuple[GrantShape, ...],
+    layout: tuple[int, ...],
+    filters: tuple[Filter, ...],
+    term_count: int,
+    caps: Capabilities,
+    *,
+    capped: bool,
+) -> Select[Any]:
+    terms = bound_rows(caps, "w_terms", (("term_no", False), ("needle", True)))
+    vocabulary = search_vocabulary
+    held = func.length(vocabulary.c.word) - func.length(
+        func.replace(vocabulary.c.word, terms.c.needle, "")
+    )
+    weight = case(
+        (vocabulary.c.word == terms.c.needle, _float(1.0)),
+        else_=_float(PART_WEIGHT) * cast(held / func.length(terms.c.needle), Float),
+    )
+    containing = (
+        select(vocabulary.c.word, terms.c.term_no, weight.label("weight"))
+        .select_from(vocabulary.join(terms, strpos(vocabulary.c.word, terms.c.needle) > 0))
+        .where(_in_groups(vocabulary, len(layout)))
+        .distinct()
+    )
+    overlong = select(
+        literal(OVERLONG).label("word"), terms.c.term_no, _float(0.0).label("weight")
+    ).select_from(terms)
+    weighed = containing.union_all(overlong).cte("weighed")
+    word = search_words
+    field_key = (word.c.connection_id, word.c.stream, word.c.record_id, word.c.path)
+    per_field = (
+        select(
+            *field_key,
+            word.c.size_chars,
+            *(
+                func.sum(
+                    case(
+                        (weighed.c.term_no == n, word.c.occurrences * weighed.c.weight),
+                        else_=_float(0.0),
+                    )
+                ).label(f"tf{n}")
+                for n in range(term_count)
+            ),
+            func.max(case((word.c.word == OVERLONG, 1), else_=0)).label("overlong"),
+        )
+        .select_from(word.join(weighed, word.c.word == weighed.c.word))
+        .where(_in_groups(word, len(layout)))
+        .group_by(*field_key, word.c.size_chars)
+        .subquery("per_field")
+    )
+    norm = _float(1 - B) + _float(B) * cast(per_field.c.size_chars, Float) / _float(AVERAGE_CHARS)
+    parts = []
+    for n in range(term_count):
+        tf = per_field.c[f"tf{n}"]
+        parts.append(
+            case(
+                (per_field.c.overlong == 1, _float(K1 + 1)),
+                (tf > 0, tf * _float(K1 + 1) / (tf + _float(K1) * norm)),
+                else_=_float(0.0),
+            )
+        )
+    contribution = parts[0]
+    for part in parts[1:]:
+        contribution = contribution + part
+    score = func.sum(contribution)
+    record_key = (per_field.c.connection_id, per_field.c.stream, per_field.c.record_id)
+    sure: Any = literal(1)
+    for n in range(term_count):
+        sure = sure * func.max(case((per_field.c[f"tf{n}"] > 0, 1), else_=0))
+    bounded = func.max(per_field.c.overlong)
+    query = (
+        select(
+            *record_key,
+            score.label("score"),
+            sure.label("sure"),
+            bounded.label("overlong"),
+        )
+        .select_from(per_field.join(records, same_record(records, per_field)))
+        .where(_in_scope(shapes, layout, (), filters))
+        .group_by(*record_key)
+    )
+    if capped:
+        query = query.having(or_(score <= bindparam("w_cap", type_=Float), bounded == 1))
+    return query.order_by(score.desc(), *record_key).limit(bindparam("w_limit", type_=Integer))
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A row of `ranked`."""
+
+    key: Key
+    score: float
+    sure: bool
+    overlong: bool
+
+
+def ranked_records(rows: Rows) -> list[Ranked]:
+    """`ranked`'s answer, best first."""
+    return [
+        Ranked(
+            (str(row["connection_id"]), str(row["stream"]), str(row["record_id"])),
+            float(row["score"]),
+            bool(row["sure"]),
+            bool(row["overlong"]),
+        )
+        for row in rows
+    ]
