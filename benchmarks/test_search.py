@@ -37,6 +37,7 @@ from sqlalchemy import text
 
 from pdpp_store import Grant, NotFound, Store, fold
 from pdpp_store._core.identity import RecordRef
+from pdpp_store._ops import writes as write_ops
 from pdpp_store._sql import index as index_sql
 from pdpp_store._sql import match as sql
 from pdpp_store._sql.dialects import capabilities
@@ -114,7 +115,10 @@ def _index_bytes(store: Store) -> tuple[int, int]:
     with store.engine.connect() as conn:
         if conn.dialect.name == "sqlite":
             index = conn.execute(
-                text("SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'search%'")
+                text(
+                    "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'search%'"
+                    " AND name NOT IN ('search_words', 'search_vocabulary')"
+                )
             ).scalar_one()
         else:
             index = conn.execute(
@@ -126,6 +130,27 @@ def _index_bytes(store: Store) -> tuple[int, int]:
             else text("SELECT sum(octet_length(text)) FROM field_chunks")
         ).scalar_one()
     return int(index or 0), int(chars or 0)
+
+
+def _word_index_bytes(store: Store) -> int:
+    """Bytes of the word index: `search_words` with its indexes, and `search_vocabulary`."""
+    with store.engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            size = conn.execute(
+                text(
+                    "SELECT sum(pgsize) FROM dbstat WHERE name IN ('search_words',"
+                    " 'search_vocabulary', 'ix_search_words_word',"
+                    " 'sqlite_autoindex_search_words_1', 'sqlite_autoindex_search_vocabulary_1')"
+                )
+            ).scalar_one()
+        else:
+            size = conn.execute(
+                text(
+                    "SELECT pg_total_relation_size('search_words')"
+                    " + pg_total_relation_size('search_vocabulary')"
+                )
+            ).scalar_one()
+    return int(size or 0)
 
 
 def test_index_size_of_the_big_fields(bench: BenchDatabase, benchmark: BenchmarkFixture) -> None:
@@ -238,22 +263,47 @@ def test_index_size_of_the_mailbox(mailbox: Store, benchmark: BenchmarkFixture) 
     assert index <= 3 * stored
 
 
+def test_word_index_size_of_the_mailbox(mailbox: Store, benchmark: BenchmarkFixture) -> None:
+    """The word index's size against the text it is computed from (`impl` ``words``)."""
+    backend = _backend(mailbox)
+    index = measure(
+        benchmark,
+        lambda: _word_index_bytes(mailbox),
+        group=f"index-size {backend} mailbox",
+        slow=True,
+        suite="index-size",
+        backend=backend,
+        impl="words",
+    )
+    _, stored = _index_bytes(mailbox)
+    benchmark.extra_info.update(index_bytes=index, text_bytes=stored, ratio=index / stored)
+    assert index > 0
+
+
 # ---------------------------------------------------------------- ingestion with and without
 
 
 INGEST_RECORDS = int(os.environ.get("PDPP_BENCH_SEARCH_INGEST") or 1000)
 
 
-@pytest.mark.parametrize("indexed", [True, False], ids=["with-index", "without-index"])
+INDEXING = {"with-index": True, "without-index": False, "without-words": True}
+"""`impl` of the ingestion benchmark: every index; none (neither the search index nor the
+word index); the search index without the word index (its share of the cost)."""
+
+
+@pytest.mark.parametrize("impl", list(INDEXING))
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ingest_with_and_without_index(
     request: pytest.FixtureRequest,
     tmp_path: Path,
     benchmark: BenchmarkFixture,
     backend: str,
-    indexed: bool,
+    impl: str,
 ) -> None:
+    indexed = INDEXING[impl]
     store, server, name = _open_mail_store(backend, request, tmp_path, indexed=indexed)
+    if impl != "with-index":  # the writes leave the word index empty
+        request.getfixturevalue("monkeypatch").setattr(write_ops, "_word_rows", lambda *_: ([], []))
     try:
 
         def batch() -> tuple[tuple[object, ...], dict[str, object]]:
@@ -265,7 +315,7 @@ def test_ingest_with_and_without_index(
             f"ingest-index {backend}",
             suite="ingest-index",
             backend=backend,
-            impl="with-index" if indexed else "without-index",
+            impl=impl,
             records=INGEST_RECORDS,
         )
         result = in_rounds(

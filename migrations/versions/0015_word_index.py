@@ -74,8 +74,15 @@ def _backfill(bind: Any) -> None:
     for (connection_id, stream, record_id, path, size), text in _fields(bind):
         for word, count in field_words(text).items():
             rows.append(
-                {"c": connection_id, "s": stream, "r": record_id, "p": path, "w": word,
-                 "n": count, "z": size}
+                {
+                    "c": connection_id,
+                    "s": stream,
+                    "r": record_id,
+                    "p": path,
+                    "w": word,
+                    "n": count,
+                    "z": size,
+                }
             )
             if word != OVERLONG:
                 seen.add((connection_id, stream, path, word))
@@ -88,7 +95,10 @@ def _backfill(bind: Any) -> None:
     for start in range(0, len(ordered), BATCH_ROWS):
         bind.execute(
             vocabulary,
-            [{"c": c, "s": s, "p": p, "w": w} for c, s, p, w in ordered[start : start + BATCH_ROWS]],
+            [
+                {"c": c, "s": s, "p": p, "w": w}
+                for c, s, p, w in ordered[start : start + BATCH_ROWS]
+            ],
         )
 
 

@@ -437,8 +437,8 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
        the page is exact. When the statement returned fewer than `n` rows, every record with
        a positive score was seen: enough of them make the page; too few mean zero-score hits
        may belong to it, which only every hit tells (None; a record whose only rows are
-       overlong ones may score 0, and is placed among zero-score hits only by them all). Otherwise `n` grows, up to
-       `MAX_WORD_CANDIDATES` (then None)."""
+       overlong ones may score 0, and is placed among zero-score hits only by them all).
+       Otherwise `n` grows, up to `MAX_WORD_CANDIDATES` (then None)."""
     needles = [term.folded for term in query.terms]
 
     def targets_of(chosen: Sequence[search_sql.Key]) -> list[search_sql.Target]:

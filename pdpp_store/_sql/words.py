@@ -30,6 +30,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Float,
     Integer,
     Select,
@@ -103,7 +104,7 @@ def _float(value: float) -> Any:
 
 
 @lru_cache(maxsize=512)  # a filter's values are part of the statement: bounded, not `cache`
-def _ranked(  # noqa: PLR0917 - the statement's shape
+def _ranked(
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
     filters: tuple[Filter, ...],
@@ -164,7 +165,7 @@ def _ranked(  # noqa: PLR0917 - the statement's shape
                 else_=_float(0.0),
             )
         )
-    contribution = parts[0]
+    contribution: ColumnElement[Any] = parts[0]
     for part in parts[1:]:
         contribution = contribution + part
     score = func.sum(contribution)

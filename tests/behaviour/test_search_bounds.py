@@ -139,11 +139,21 @@ def test_terms_beyond_the_prefix_are_placed_by_the_word_index(
     both in its prefix (a hit for certain); r03 holds "xyz" only."""
     far = "." * relevance.SCORE_CHARS
     records = [
-        {"id": "r00", "received_at": "2026-01-03T00:00:00Z", "subject": "abc abc", "snippet": far + " xyz"},
+        {
+            "id": "r00",
+            "received_at": "2026-01-03T00:00:00Z",
+            "subject": "abc abc",
+            "snippet": far + " xyz",
+        },
         {"id": "r01", "received_at": "2026-01-01T00:00:00Z", "subject": "abc xyz"},
         {"id": "r02", "received_at": "2026-01-02T00:00:00Z", "subject": "abc abc abc"},
         {"id": "r03", "received_at": "2026-01-02T00:00:00Z", "subject": "xyz"},
-        {"id": "r04", "received_at": "2026-01-02T00:00:00Z", "subject": "abcabc", "snippet": far + "xyz"},
+        {
+            "id": "r04",
+            "received_at": "2026-01-02T00:00:00Z",
+            "subject": "abcabc",
+            "snippet": far + "xyz",
+        },
     ]
     scenario = {
         "records": records,

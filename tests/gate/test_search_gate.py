@@ -26,7 +26,9 @@ every backend and front:
 
 Every proof runs twice: as the dataset is (its records fit in the first phase's scan), and with
 that scan cut to one record, so hits come from the search index's candidates (`SCAN_RECORDS`),
-whose every batch the same hit statement re-checks.
+whose every batch the same hit statement re-checks. Pages of word terms without a count are
+ranked from the word index (`_sql.words`): the same proofs cover it, and bite when its
+statement loses the grant's visibility or the searched paths.
 """
 
 from __future__ import annotations
@@ -416,4 +418,51 @@ def test_cards_built_without_the_grant_fail_the_proofs(
 
     breakable.setattr(cards_ops, "_role_fields", every_role_field)
     breakable.setattr(search_ops, "page_cards", page_cards)
+    _fails(loaded)
+
+
+def test_visibility_removed_from_the_word_index_statement_fails_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The word index's ranking (`_sql.words`, relevance pages of word terms) keeps a record
+    in a searched connection whatever the grant's visibility says: deleted records, records
+    outside `resources` or the time constraint rank and show."""
+    from sqlalchemy import bindparam, or_
+
+    from pdpp_store._sql import words as words_sql
+    from pdpp_store._sql.tables import records
+
+    def connections_only(shapes: Any, layout: Any, longs: Any, filters: Any = ()) -> Any:
+        return or_(
+            *(
+                records.c.connection_id.in_(bindparam(f"c{number}", expanding=True))
+                for number in range(len(layout))
+            )
+        )
+
+    breakable.setattr(words_sql, "_in_scope", connections_only)
+    _fails(loaded)
+
+
+def test_paths_removed_from_the_word_index_statement_fail_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The word index's ranking reads the words of every field of a searched connection's
+    stream, not only the searched granted paths: a canary in an ungranted field makes a hit."""
+    from sqlalchemy import and_, bindparam, or_
+
+    from pdpp_store._sql import words as words_sql
+
+    def every_path(table: Any, count: int) -> Any:
+        return or_(
+            *(
+                and_(
+                    table.c.stream == bindparam(f"w_s{number}"),
+                    table.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
+                )
+                for number in range(count)
+            )
+        )
+
+    breakable.setattr(words_sql, "_in_groups", every_path)
     _fails(loaded)
