@@ -113,6 +113,7 @@ def upgrade() -> None:
         sa.Column("occurrences", sa.Integer(), nullable=False),
         sa.Column("size_chars", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("connection_id", "stream", "record_id", "path", "word"),
+        sqlite_with_rowid=False,
     )
     op.create_table(
         "search_vocabulary",
@@ -121,6 +122,7 @@ def upgrade() -> None:
         sa.Column("path", _key(), nullable=False),
         sa.Column("word", _key(), nullable=False),
         sa.PrimaryKeyConstraint("connection_id", "stream", "path", "word"),
+        sqlite_with_rowid=False,
     )
     _backfill(op.get_bind())
     op.create_index(

@@ -58,7 +58,8 @@ Rules:
    postings are read from the index alone. `search_vocabulary` holds each distinct word per
    `(connection_id, stream, path)`, inserted (never deleted: a word no longer held has no
    postings, and every read of postings is under the grant's visibility), for the words
-   that contain a term.
+   that contain a term. On SQLite both are `WITHOUT ROWID` tables (their key is their
+   content: a rowid table would store it twice).
 """
 
 from __future__ import annotations
@@ -312,6 +313,7 @@ search_words = Table(
         "ix_search_words_word",
         *("stream", "path", "word", "connection_id", "record_id", "occurrences", "size_chars"),
     ),
+    sqlite_with_rowid=False,
 )
 
 search_vocabulary = Table(
@@ -322,6 +324,7 @@ search_vocabulary = Table(
     Column("path", key_text(), nullable=False),
     Column("word", key_text(), nullable=False),
     PrimaryKeyConstraint("connection_id", "stream", "path", "word"),
+    sqlite_with_rowid=False,
 )
 
 blobs = Table(
