@@ -19,6 +19,10 @@ Rules:
 4. `sure` says every term occurs in some field's scored prefix (a hit for certain); `overlong`
    that some field's score is the bound of Rule 3. Rows come best first (then by key), at
    most `limit`, and with a `cap` only those whose score is at most the cap (or bounded).
+5. Postings are read word by word (`ix_search_words_word`), never by walking a connection's
+   postings through the primary key (which SQLite chose, probing the words: every posting
+   of the connection read). So no condition on `search_words.connection_id` may be served by
+   an index: it is compared, and carried out of the subquery, as `connection_id || ''`.
 """
 
 from __future__ import annotations
@@ -85,13 +89,16 @@ def ranked(
     )
 
 
-def _in_groups(table: Any, count: int) -> Any:
-    """The row belongs to a searched group's stream, connections and paths (Rule 1)."""
+def _in_groups(table: Any, count: int, *, by_word: bool = False) -> Any:
+    """The row belongs to a searched group's stream, connections and paths (Rule 1). With
+    `by_word`, the connection is compared as an expression (Rule 5)."""
     return or_(
         *(
             and_(
                 table.c.stream == bindparam(f"w_s{number}"),
-                table.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
+                (table.c.connection_id + "" if by_word else table.c.connection_id).in_(
+                    bindparam(f"c{number}", expanding=True)
+                ),
                 table.c.path.in_(bindparam(f"w_p{number}", expanding=True)),
             )
             for number in range(count)
@@ -136,7 +143,10 @@ def _ranked(
     field_key = (word.c.connection_id, word.c.stream, word.c.record_id, word.c.path)
     per_field = (
         select(
-            *field_key,
+            # An expression, not the column: SQLite carried the scope's connection condition
+            # over the join into this subquery, where the primary key served it (Rule 5).
+            (word.c.connection_id + "").label("connection_id"),
+            *field_key[1:],
             word.c.size_chars,
             *(
                 func.sum(
@@ -150,7 +160,11 @@ def _ranked(
             func.max(case((word.c.word == OVERLONG, 1), else_=0)).label("overlong"),
         )
         .select_from(word.join(weighed, word.c.word == weighed.c.word))
-        .where(_in_groups(word, len(layout)))
+        .where(
+            _in_groups(word, len(layout), by_word=True),
+            # Each word's postings looked up, not every posting probed (Rule 5).
+            word.c.word.in_(select(weighed.c.word)),
+        )
         .group_by(*field_key, word.c.size_chars)
         .subquery("per_field")
     )

@@ -15,7 +15,9 @@ every backend and front:
    what a query matching nothing answers (the same page: hits, `has_more`, `next_cursor`).
 2. No cell the database returns during those searches, nor during a search whose hits also hold
    canaries in ungranted fields, contains a canary (`BoundaryAudit`, returned cells only: the
-   query itself carries the canary as a parameter); and the cells of that last search do hold
+   query itself carries the canary as a parameter), and the word index's statement ranks no
+   record for a canary (it returns keys and scores: a key of a record whose only canary lies
+   where the grant does not reach would tell where it lies); and the cells of that last search do hold
    its excerpts' text, so the audit saw the rows the page was made of.
    The hits' record cards show granted fields only (`from_name`, the `actor`, is not), and the
    audit saw the rows their slots came from.
@@ -34,6 +36,7 @@ statement loses the grant's visibility or the searched paths.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -46,6 +49,7 @@ from pdpp_store import Grant, Store
 from pdpp_store._core.folding import fold
 from pdpp_store._ops import search as search_ops
 from pdpp_store._sql import search as search_sql
+from pdpp_store._sql import words as words_sql
 from pdpp_store._sql import visibility as sql
 
 MS = "messages"
@@ -162,10 +166,16 @@ def check_search_gate(store: StoreFront) -> None:
             # The phrase, across layout, takes the phrase path (squeezed text, chunk texts).
             phrase = f'"quarterly \r\n{canary}"'
             for q in (canary, canary.upper(), f'"{canary}"', f"quarterly {canary}", phrase):
-                with BoundaryAudit(engine) as audit:
+                with BoundaryAudit(engine) as audit, _word_ranked() as ranked:
                     answer = _answer(store, q, limit=limit)
                 leaked = _leaked(audit)
                 assert not leaked, f"canaries leaked searching {q!r}: {leaked}"
+                if not q.startswith(("quarterly", '"quarterly')):
+                    # The word index ranks records: none holds the canary where it may look.
+                    assert not ranked, (
+                        f"the word index ranked {[row.key for row in ranked]} for {q!r}: its"
+                        f" work depends on content the grant does not cover ({name})"
+                    )
                 reference = f"quarterly {NOTHING}" if q.startswith("quarterly") else NOTHING
                 assert answer == _answer(store, reference, limit=limit), (
                     f"the answer to {q!r} depends on content the grant does not cover ({name})"
@@ -193,6 +203,25 @@ def check_search_gate(store: StoreFront) -> None:
                 f"the audit saw no row holding the excerpt {excerpt['preview_text']!r}"
             )
         _check_card(hit, texts)
+
+
+@contextmanager
+def _word_ranked() -> Iterator[list[Any]]:
+    """The records the word index's statement returns meanwhile (`words_sql.ranked_records`):
+    keys and scores only, but a key is a record, and its score what its fields hold."""
+    seen: list[Any] = []
+    real = words_sql.ranked_records
+
+    def recording(rows: Any) -> Any:
+        found = real(rows)
+        seen.extend(found)
+        return found
+
+    words_sql.ranked_records = recording
+    try:
+        yield seen
+    finally:
+        words_sql.ranked_records = real
 
 
 def _check_card(hit: dict[str, Any], texts: list[str]) -> None:
@@ -429,7 +458,6 @@ def test_visibility_removed_from_the_word_index_statement_fails_the_proofs(
     outside `resources` or the time constraint rank and show."""
     from sqlalchemy import bindparam, or_
 
-    from pdpp_store._sql import words as words_sql
     from pdpp_store._sql.tables import records
 
     def connections_only(shapes: Any, layout: Any, longs: Any, filters: Any = ()) -> Any:
@@ -451,9 +479,7 @@ def test_paths_removed_from_the_word_index_statement_fail_the_proofs(
     stream, not only the searched granted paths: a canary in an ungranted field makes a hit."""
     from sqlalchemy import and_, bindparam, or_
 
-    from pdpp_store._sql import words as words_sql
-
-    def every_path(table: Any, count: int) -> Any:
+    def every_path(table: Any, count: int, **_: Any) -> Any:
         return or_(
             *(
                 and_(
