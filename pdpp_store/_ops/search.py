@@ -446,6 +446,7 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
 
     limit = max(WORD_CANDIDATES, wanted)
     cap = None if after is None else after[0] + WORD_MARGIN
+    timed_groups = any(key in order_paths for key in paths_of)
     scores: dict[search_sql.Key, float] = {}
     instants: dict[search_sql.Key, str | None] = {}
     checked: dict[search_sql.Key, bool] = {}
@@ -477,9 +478,69 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
         floor = found[-1].score + WORD_MARGIN
         if len(entries) >= wanted and entries[wanted - 1][0] > floor:
             return entries[:wanted]
+        if len(entries) >= wanted and after is None and not timed_groups:
+            tied = yield from _tie_band(stream_grants, groups, needles, entries, wanted, checked)
+            if tied is not None:
+                return tied
         if limit >= MAX_WORD_CANDIDATES:
             return None
         limit = min(limit * 4, MAX_WORD_CANDIDATES)
+
+
+WORD_ERROR = 1e-11
+"""A bound of how far the word index's float score lies from the formula's unrounded sum
+(the same terms in another order: their rounding errors, about 1e-15 each)."""
+
+
+def _tie_band(  # noqa: PLR0917 - what the band reads
+    stream_grants: list[StreamGrant],
+    groups: list[search_sql.SearchGroup],
+    needles: list[str],
+    entries: list[Position],
+    wanted: int,
+    checked: dict[search_sql.Key, bool],
+) -> Op[list[Position] | None]:
+    """The first page when its last hit ties with records the word index left out (a first
+    page, no order field granted: ties go by key), or None.
+
+    The page's `wanted`-th hit scores e exactly: the formula's sum rounded to
+    `relevance.DIGITS` places, so a record scores e exactly when its sum lies within half a
+    unit of that place of e, and then its word-index score within `WORD_ERROR` more
+    (`words_sql.band`, the band, in key order). When the band's every score lies within half
+    a unit less `WORD_ERROR` of e, every record in it scores e, and any record scoring more
+    has a word-index score above the band, so it was among `entries`' records: the page is
+    those scoring more than e, then the band's hits in key order."""
+    exact = entries[wanted - 1][0]
+    half = 0.5 * 10.0**-relevance.DIGITS
+    if exact <= half:
+        return None
+    request = words_sql.band(
+        stream_grants,
+        groups,
+        needles,
+        2 * wanted,
+        exact - half - WORD_ERROR,
+        exact + half + WORD_ERROR,
+    )
+    rows = (yield request) or []
+    summary = words_sql.band_of(rows)
+    if summary is None or summary.overlong:
+        return None
+    if summary.low < exact - half + WORD_ERROR or summary.high > exact - WORD_ERROR + half:
+        return None  # a score in the band may round elsewhere
+    band = words_sql.ranked_records(rows)
+    unsure = [row.key for row in band if not row.sure and row.key not in checked]
+    if unsure:
+        found = yield search_sql.hits(
+            stream_grants, groups, needles, None, len(unsure), among=unsure
+        )
+        proven = set(search_sql.hit_keys(found or []))
+        checked.update((key, key in proven) for key in unsure)
+    above = [entry for entry in entries if entry[0] > exact]
+    tied = [(exact, None, *row.key) for row in band if row.sure or checked[row.key]]
+    if len(above) + len(tied) < wanted and len(band) < summary.size:
+        return None  # the band's first rows hold too few hits
+    return (above + tied)[:wanted]
 
 
 SCORE_CHUNKS = -(-relevance.SCORE_CHARS // CHUNK_CHARS)

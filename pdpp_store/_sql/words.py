@@ -23,6 +23,9 @@ Rules:
    postings through the primary key (which SQLite chose, probing the words: every posting
    of the connection read). So no condition on `search_words.connection_id` may be served by
    an index: it is compared, and carried out of the subquery, as `connection_id || ''`.
+6. `band` asks the same scores for the records whose score lies in a narrow range, in key
+   order, with the range's lowest and highest score and its size over the whole band (window
+   aggregates, before the limit): the records that tie with a page's last hit.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ from .search import Key, SearchGroup, _in_scope, _layout, _scope_params
 from .tables import records, search_vocabulary, search_words
 from .visibility import GrantShape, same_record
 
-__all__ = ["Ranked", "ranked", "ranked_records"]
+__all__ = ["Band", "Ranked", "band", "band_of", "ranked", "ranked_records"]
 
 
 def ranked(
@@ -70,14 +73,7 @@ def ranked(
     cap: float | None = None,
 ) -> Execute:
     """The best `limit` records for word `terms` (decoded by `ranked_records`)."""
-    params: dict[str, Any] = {
-        **_scope_params(grants, groups, None),
-        "w_terms": json.dumps([[n, term] for n, term in enumerate(terms)], ensure_ascii=False),
-        "w_limit": limit,
-    }
-    for number, group in enumerate(groups):
-        params[f"w_s{number}"] = grants[group.grant_index].name
-        params[f"w_p{number}"] = list(group.paths)
+    params = _params(grants, groups, terms, limit)
     if cap is not None:
         params["w_cap"] = cap
     shapes, layout = _layout(grants, groups)
@@ -87,6 +83,20 @@ def ranked(
     return Execute(
         partial(_ranked, shapes, layout, filters, len(terms), capped=cap is not None), params
     )
+
+
+def _params(
+    grants: Sequence[StreamGrant], groups: Sequence[SearchGroup], terms: Sequence[str], limit: int
+) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        **_scope_params(grants, groups, None),
+        "w_terms": json.dumps([[n, term] for n, term in enumerate(terms)], ensure_ascii=False),
+        "w_limit": limit,
+    }
+    for number, group in enumerate(groups):
+        params[f"w_s{number}"] = grants[group.grant_index].name
+        params[f"w_p{number}"] = list(group.paths)
+    return params
 
 
 def _in_groups(table: Any, count: int, *, by_word: bool = False) -> Any:
@@ -119,6 +129,7 @@ def _ranked(
     caps: Capabilities,
     *,
     capped: bool,
+    band: bool = False,
 ) -> Select[Any]:
     terms = bound_rows(caps, "w_terms", (("term_no", False), ("needle", True)))
     vocabulary = search_vocabulary
@@ -199,9 +210,62 @@ def _ranked(
         .where(_in_scope(shapes, layout, (), filters))
         .group_by(*record_key)
     )
+    if band:  # Rule 6
+        low, high = bindparam("w_low", type_=Float), bindparam("w_high", type_=Float)
+        query = query.add_columns(
+            func.min(score).over().label("band_low"),
+            func.max(score).over().label("band_high"),
+            func.count().over().label("band_size"),
+            func.max(bounded).over().label("band_overlong"),
+        ).having(score >= low, score <= high)
+        return query.order_by(*record_key).limit(bindparam("w_limit", type_=Integer))
     if capped:
         query = query.having(or_(score <= bindparam("w_cap", type_=Float), bounded == 1))
     return query.order_by(score.desc(), *record_key).limit(bindparam("w_limit", type_=Integer))
+
+
+def band(  # noqa: PLR0917 - the band and its statement
+    grants: Sequence[StreamGrant],
+    groups: Sequence[SearchGroup],
+    terms: Sequence[str],
+    limit: int,
+    low: float,
+    high: float,
+) -> Execute:
+    """The first `limit` records in key order whose score lies in `[low, high]`, with the
+    band's lowest and highest score, size and whether any is bounded (Rule 6; decoded by
+    `ranked_records` and `band_of`)."""
+    params = {**_params(grants, groups, terms, limit), "w_low": low, "w_high": high}
+    shapes, layout = _layout(grants, groups)
+    filters = tuple(group.filter for group in groups)
+    if not any(f.clauses for f in filters):
+        filters = ()
+    return Execute(
+        partial(_ranked, shapes, layout, filters, len(terms), capped=False, band=True), params
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """What `band` says of the whole band, beyond its first rows."""
+
+    low: float
+    high: float
+    size: int
+    overlong: bool
+
+
+def band_of(rows: Rows) -> Band | None:
+    """`band`'s summary (None for an empty band)."""
+    if not rows:
+        return None
+    row = rows[0]
+    return Band(
+        float(row["band_low"]),
+        float(row["band_high"]),
+        int(row["band_size"]),
+        bool(row["band_overlong"]),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,22 +169,28 @@ def test_terms_beyond_the_prefix_are_placed_by_the_word_index(
         prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
 
 
+@pytest.mark.parametrize("granted", [None, {"subject", "snippet"}])
 @pytest.mark.parametrize("limit", [1, 2])
 def test_ties_beyond_the_word_index_rows_are_placed_by_time(
-    each_database: Store, limit: int
+    each_database: Store, limit: int, granted: set[str] | None
 ) -> None:
     """Equal scores: the word index's statement orders them by key, the page newest first.
     Asked for as few rows as the page needs, its last row ties with records it left out, so it
     must ask again: after r04 (nine occurrences) the ties come newest first, r03 then r02,
-    where the first statement's rows were r04, r00 (and r01 for a page of two)."""
+    where the first statement's rows were r04, r00 (and r01 for a page of two). Without the
+    order field granted, ties go by key: the band of equal scores (`search._tie_band`) is
+    asked for in key order; r00 has no "abc" (a band row that is no hit), r03 holds it only
+    beyond the prefix (a hit, scored 0)."""
     records = [
         {"id": f"r{n:02d}", "received_at": f"2026-01-0{n + 1}T00:00:00Z", "subject": "abc def"}
         for n in range(4)
     ]
     records.append({"id": "r04", "received_at": "2026-01-09T00:00:00Z", "subject": "abc " * 9})
+    records.append({"id": "r05", "received_at": "2026-01-01T00:00:00Z", "subject": "xabc def"})
+    records.append({"id": "r06", "received_at": "2026-01-01T00:00:00Z", "subject": "abc d_f"})
     scenario = {
         "records": records,
-        "granted": None,
+        "granted": granted,
         "terms": ["abc"],
         "limit": limit,
         "order": "relevance",
