@@ -478,13 +478,32 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
         floor = found[-1].score + WORD_MARGIN
         if len(entries) >= wanted and entries[wanted - 1][0] > floor:
             return entries[:wanted]
-        if len(entries) >= wanted and after is None and not timed_groups:
-            tied = yield from _tie_band(stream_grants, groups, needles, entries, wanted, checked)
-            if tied is not None:
-                return tied
+        if len(entries) >= wanted and not timed_groups:
+            if _ties_come_after(found, entries[wanted - 1]):
+                return entries[:wanted]
+            if after is None:
+                tied = yield from _tie_band(
+                    stream_grants, groups, needles, entries, wanted, checked
+                )
+                if tied is not None:
+                    return tied
         if limit >= MAX_WORD_CANDIDATES:
             return None
         limit = min(limit * 4, MAX_WORD_CANDIDATES)
+
+
+def _ties_come_after(found: list[words_sql.Ranked], last: Position) -> bool:
+    """Whether every record the word index left out comes after `last`, the page's last hit
+    (ties go by key; `words_sql` Rule 7): every record within 2e-9 of its word-index score
+    `w` has the very same `w`, and `w` lies within half a unit of the 9th decimal (less
+    `WORD_ERROR`) of its exact score e. Then every record scoring e exactly has that same `w`
+    (its sum rounds to e), and the statement gave those in key order; one scoring more has a
+    `w` above them, and was read."""
+    row = next((row for row in found if row.key == last[2:]), None)
+    if row is None or row.near is None or row.overlong:
+        return False
+    half = 0.5 * 10.0**-relevance.DIGITS
+    return row.near == (row.score, row.score) and abs(row.score - last[0]) <= half - WORD_ERROR
 
 
 WORD_ERROR = 1e-11

@@ -26,6 +26,10 @@ Rules:
 6. `band` asks the same scores for the records whose score lies in a narrow range, in key
    order, with the range's lowest and highest score and its size over the whole band (window
    aggregates, before the limit): the records that tie with a page's last hit.
+7. Each row of `ranked` carries the lowest and highest score of the records whose score lies
+   within 2e-9 of its own (a window over every record, before the limit): where both are the
+   row's own score, no record left out ties with it but those with the very same score,
+   which come after it in key order.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from sqlalchemy import (
 
 from pdpp_store._core.filters import Filter
 from pdpp_store._core.grants import StreamGrant
-from pdpp_store._core.relevance import AVERAGE_CHARS, K1, PART_WEIGHT, B
+from pdpp_store._core.relevance import AVERAGE_CHARS, DIGITS, K1, PART_WEIGHT, B
 from pdpp_store._core.words import OVERLONG
 
 from .dialects import Capabilities, bound_rows, strpos
@@ -219,6 +223,12 @@ def _ranked(
             func.max(bounded).over().label("band_overlong"),
         ).having(score >= low, score <= high)
         return query.order_by(*record_key).limit(bindparam("w_limit", type_=Integer))
+    # Rule 7: the scores within 2 units of the 9th decimal of each row's, over every row.
+    near = {"order_by": score * _float(10.0**DIGITS), "range_": (-2, 2)}
+    query = query.add_columns(
+        func.min(score).over(**near).label("near_low"),
+        func.max(score).over(**near).label("near_high"),
+    )
     if capped:
         query = query.having(or_(score <= bindparam("w_cap", type_=Float), bounded == 1))
     return query.order_by(score.desc(), *record_key).limit(bindparam("w_limit", type_=Integer))
@@ -276,6 +286,8 @@ class Ranked:
     score: float
     sure: bool
     overlong: bool
+    near: tuple[float, float] | None = None
+    """The lowest and highest score of every record within 2e-9 of this one's (Rule 7)."""
 
 
 def ranked_records(rows: Rows) -> list[Ranked]:
@@ -286,6 +298,7 @@ def ranked_records(rows: Rows) -> list[Ranked]:
             float(row["score"]),
             bool(row["sure"]),
             bool(row["overlong"]),
+            (float(row["near_low"]), float(row["near_high"])) if "near_low" in row else None,
         )
         for row in rows
     ]
