@@ -17,14 +17,15 @@ every backend and front:
    canaries in ungranted fields, contains a canary (`BoundaryAudit`, returned cells only: the
    query itself carries the canary as a parameter), and the word index's statement ranks no
    record for a canary (it returns keys and scores: a key of a record whose only canary lies
-   where the grant does not reach would tell where it lies); and the cells of that last search do hold
-   its excerpts' text, so the audit saw the rows the page was made of.
+   where the grant does not reach would tell where it lies); and the cells of that last
+   search do hold its excerpts' text, so the audit saw the rows the page was made of.
    The hits' record cards show granted fields only (`from_name`, the `actor`, is not), and the
    audit saw the rows their slots came from.
 3. The proofs bite: with the grant's field filter removed from the searched paths, the paths
    removed from the search SQL or from the page's evidence statements, the grant removed from
    the fields the page's cards read (or from the cards themselves), or the visibility
-   condition removed, they fail.
+   condition removed, they fail; as they do with the visibility or the searched paths removed
+   from the word index's statement alone.
 
 Every proof runs twice: as the dataset is (its records fit in the first phase's scan), and with
 that scan cut to one record, so hits come from the search index's candidates (`SCAN_RECORDS`),
@@ -49,8 +50,8 @@ from pdpp_store import Grant, Store
 from pdpp_store._core.folding import fold
 from pdpp_store._ops import search as search_ops
 from pdpp_store._sql import search as search_sql
-from pdpp_store._sql import words as words_sql
 from pdpp_store._sql import visibility as sql
+from pdpp_store._sql import words as words_sql
 
 MS = "messages"
 CANARIES = {
