@@ -80,7 +80,14 @@ def big_text(size: int, mixed: bool) -> str:
 
 # --- Helpers for the grant, projection, blob and error-order suites -------------------------------
 
-RECORD_TABLES = ("records", "fields", "field_chunks", "field_values")
+RECORD_TABLES = (
+    "records",
+    "fields",
+    "field_chunks",
+    "field_values",
+    "search_words",
+    "search_vocabulary",
+)
 """The tables that hold record data (a statement naming none of them reads no record row)."""
 
 

@@ -50,19 +50,16 @@ def test_statistics_follow_the_rows_written(pg_db_url: str) -> None:
         store.upsert_records(
             "cin_mail", "message_bodies", (body(f"e{n}", "short text") for n in range(RECORDS))
         )
+    names = ", ".join(f"'{table}'" for table in sql.RECORD_TABLES)
     estimated = _run(
         pg_db_url,
-        "SELECT relname, reltuples FROM pg_class"
-        " WHERE relname IN ('records', 'fields', 'field_chunks', 'field_values', 'change_log')"
-        " AND relkind = 'r'",
+        f"SELECT relname, reltuples FROM pg_class WHERE relname IN ({names}) AND relkind = 'r'",
     )
     actual = _run(
         pg_db_url,
-        "SELECT 'records', count(*) FROM records UNION ALL "
-        "SELECT 'fields', count(*) FROM fields UNION ALL "
-        "SELECT 'field_chunks', count(*) FROM field_chunks UNION ALL "
-        "SELECT 'field_values', count(*) FROM field_values UNION ALL "
-        "SELECT 'change_log', count(*) FROM change_log",
+        " UNION ALL ".join(
+            f"SELECT '{table}', count(*) FROM {table}" for table in sql.RECORD_TABLES
+        ),
     )
     assert actual["records"] == RECORDS
     for table in sql.RECORD_TABLES:
