@@ -26,9 +26,10 @@ Rules:
    before (`write_sql.insert_changes`, one statement per batch).
 7. The word index (`_sql.tables` Rule 11) follows the fields: every text-like field a batch
    writes gets its words' rows (`_core.words.field_words`) and the batch's new words go into
-   the vocabulary, two executemany statements per batch; a field rewritten or removed loses
-   its rows with its chunks (`write_sql.delete_fields`). A soft delete keeps them, as it keeps
-   the fields: every read of them is under the grant's visibility.
+   the vocabulary, two statements per batch (`write_sql.insert_words`, `insert_vocabulary`);
+   a field rewritten or removed loses its rows with its chunks (`write_sql.delete_fields`). A
+   soft delete keeps them, as it keeps the fields: every read of them is under the grant's
+   visibility.
 """
 
 from __future__ import annotations
@@ -542,7 +543,8 @@ def upsert_records(
                 changed["field_chunks"] += len(group)
             words, vocabulary = _word_rows(connection_id, stream, plan.new_fields)
             if words:  # the word index (Rule 7)
-                yield write_sql.insert_words(words)
+                for statement in write_sql.insert_words(words):
+                    yield statement
                 yield write_sql.insert_vocabulary(vocabulary)
                 changed["search_words"] += len(words)
                 changed["search_vocabulary"] += len(vocabulary)
