@@ -40,6 +40,7 @@ from pdpp_store._core.identity import RecordRef
 from pdpp_store._ops import writes as write_ops
 from pdpp_store._sql import index as index_sql
 from pdpp_store._sql import match as sql
+from pdpp_store._sql import words as words_sql
 from pdpp_store._sql.dialects import capabilities
 from pdpp_store._sql.requests import Execute
 
@@ -218,18 +219,29 @@ def mailbox(request: pytest.FixtureRequest) -> Iterator[Store]:
         store.close()
 
 
+@pytest.mark.parametrize("vocabulary", ["", "-scan"])
 @pytest.mark.parametrize("term", ["rare", "common", "absent"])
-def test_search_first_page(mailbox: Store, benchmark: BenchmarkFixture, term: str) -> None:
+def test_search_first_page(
+    mailbox: Store,
+    benchmark: BenchmarkFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    term: str,
+    vocabulary: str,
+) -> None:
+    """`impl` is the term; with ``-scan`` the word index finds the words that contain it by a
+    scan of the vocabulary, as before its trigram index (the same pages)."""
     grant = Grant.owner(CONNECTION, MAIL)
     q = {"rare": RARE, "common": COMMON, "absent": "xylophonegnu"}[term]
     backend = _backend(mailbox)
+    if vocabulary:
+        monkeypatch.setattr(words_sql, "_indexed", lambda terms: (False,) * len(terms))
     page = measure(
         benchmark,
         lambda: mailbox.search(grant, q),
         group=f"search {backend} {SEARCH_RECORDS} records",
         suite="search",
         backend=backend,
-        impl=term,
+        impl=term + vocabulary,
         records=SEARCH_RECORDS,
         body_chars=BODY_CHARS,
     )
@@ -286,9 +298,15 @@ def test_word_index_size_of_the_mailbox(mailbox: Store, benchmark: BenchmarkFixt
 INGEST_RECORDS = int(os.environ.get("PDPP_BENCH_SEARCH_INGEST") or 1000)
 
 
-INDEXING = {"with-index": True, "without-index": False, "without-words": True}
+INDEXING = {
+    "with-index": True,
+    "without-index": False,
+    "without-words": True,
+    "without-vocabulary-trigrams": True,
+}
 """`impl` of the ingestion benchmark: every index; none (neither the search index nor the
-word index); the search index without the word index (its share of the cost)."""
+word index); the search index without the word index (its share of the cost); every index but
+the vocabulary's trigram index (migration 0015: SQLite's trigger, Postgres's GIN index)."""
 
 
 @pytest.mark.parametrize("impl", list(INDEXING))
@@ -302,8 +320,15 @@ def test_ingest_with_and_without_index(
 ) -> None:
     indexed = INDEXING[impl]
     store, server, name = _open_mail_store(backend, request, tmp_path, indexed=indexed)
-    if impl != "with-index":  # the writes leave the word index empty
+    if impl in {"without-index", "without-words"}:  # the writes leave the word index empty
         request.getfixturevalue("monkeypatch").setattr(write_ops, "_word_rows", lambda *_: ([], []))
+    if impl == "without-vocabulary-trigrams":
+        with store.engine.connect() as conn:
+            if conn.dialect.name == "sqlite":
+                conn.execute(text("DROP TRIGGER search_vocabulary_trigrams_insert"))
+            else:
+                conn.execute(text("DROP INDEX ix_search_vocabulary_trigram"))
+            conn.commit()
     try:
 
         def batch() -> tuple[tuple[object, ...], dict[str, object]]:

@@ -3,9 +3,15 @@ text-like field and distinct word of its folded scored prefix, with the word's c
 field's length, and `search_vocabulary`, the distinct words per connection, stream and path.
 
 Ranked search reads a term's postings from them (`_sql.words`) instead of counting every
-hit's occurrences in its text. The writes keep both in the write's transaction; this
-backfills them from the stored chunks with the current core (`_core.words.field_words`,
-docs/decisions.md "A backfill computes with the current core").
+hit's occurrences in its text. The words that contain a term of 3+ code points are found
+through a trigram index of the vocabulary: on SQLite a contentless FTS5 `trigram` table
+(`search_vocabulary_trigrams`, rowid = the vocabulary row's), filled by a trigger on each
+inserted vocabulary row (so the vocabulary is a rowid table there); on Postgres a `pg_trgm`
+GIN index on the word (`ix_search_vocabulary_trigram`).
+
+The writes keep both tables (and SQLite's trigram table, by its trigger) in the write's
+transaction; this backfills them from the stored chunks with the current core
+(`_core.words.field_words`, docs/decisions.md "A backfill computes with the current core").
 
 Revision ID: 0015
 Revises: 0013
@@ -27,6 +33,26 @@ depends_on = None
 BATCH_ROWS = 5000
 TEXT_LIKE = "('text', 'json')"
 SCORED_CHUNKS = 4  # relevance.SCORE_CHARS / CHUNK_CHARS
+
+SQLITE_TRIGRAMS = """
+    CREATE VIRTUAL TABLE search_vocabulary_trigrams USING fts5(
+        word, content='', detail='none', columnsize=0, tokenize='trigram case_sensitive 1'
+    )
+"""
+SQLITE_TRIGRAMS_BACKFILL = """
+    INSERT INTO search_vocabulary_trigrams (rowid, word)
+    SELECT rowid, word FROM search_vocabulary
+"""
+SQLITE_TRIGRAMS_TRIGGER = """
+    CREATE TRIGGER search_vocabulary_trigrams_insert AFTER INSERT ON search_vocabulary
+    BEGIN
+        INSERT INTO search_vocabulary_trigrams (rowid, word) VALUES (new.rowid, new.word);
+    END
+"""
+POSTGRES_TRIGRAMS = """
+    CREATE INDEX ix_search_vocabulary_trigram ON search_vocabulary
+    USING gin (word gin_trgm_ops)
+"""
 
 
 def _key() -> sa.types.TypeEngine[str]:
@@ -122,9 +148,14 @@ def upgrade() -> None:
         sa.Column("path", _key(), nullable=False),
         sa.Column("word", _key(), nullable=False),
         sa.PrimaryKeyConstraint("connection_id", "stream", "path", "word"),
-        sqlite_with_rowid=False,
     )
-    _backfill(op.get_bind())
+    bind = op.get_bind()
+    _backfill(bind)
+    if bind.dialect.name == "postgresql":
+        op.execute(POSTGRES_TRIGRAMS)
+    else:  # filled once from the backfill, then by each inserted row
+        for statement in (SQLITE_TRIGRAMS, SQLITE_TRIGRAMS_BACKFILL, SQLITE_TRIGRAMS_TRIGGER):
+            op.execute(statement)
     op.create_index(
         "ix_search_words_word",
         "search_words",
@@ -133,6 +164,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP INDEX IF EXISTS ix_search_vocabulary_trigram")
+    else:
+        op.execute("DROP TRIGGER IF EXISTS search_vocabulary_trigrams_insert")
+        op.execute("DROP TABLE IF EXISTS search_vocabulary_trigrams")
     op.drop_index("ix_search_words_word", table_name="search_words")
     op.drop_table("search_vocabulary")
     op.drop_table("search_words")

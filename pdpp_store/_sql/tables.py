@@ -58,8 +58,12 @@ Rules:
    postings are read from the index alone. `search_vocabulary` holds each distinct word per
    `(connection_id, stream, path)`, inserted (never deleted: a word no longer held has no
    postings, and every read of postings is under the grant's visibility), for the words
-   that contain a term. On SQLite both are `WITHOUT ROWID` tables (their key is their
-   content: a rowid table would store it twice).
+   that contain a term, which are found through a trigram index of the words (SQLite: the
+   contentless FTS5 table `search_vocabulary_trigrams`, named by the vocabulary's rowid and
+   filled by a trigger on insert; Postgres: the `pg_trgm` GIN index
+   `ix_search_vocabulary_trigram`; both in `SEARCH_INDEX_OBJECTS`). On SQLite `search_words`
+   is a `WITHOUT ROWID` table (its key is its content: a rowid table would store it twice);
+   the vocabulary keeps a rowid, the trigram table's name for its rows.
 """
 
 from __future__ import annotations
@@ -118,9 +122,14 @@ SEARCH_INDEX_OBJECTS = {
             "search_chunks_config",
             "search_chunks_delete",
             "search_chunks_update",
+            "search_vocabulary_trigrams",
+            "search_vocabulary_trigrams_data",
+            "search_vocabulary_trigrams_idx",
+            "search_vocabulary_trigrams_config",
+            "search_vocabulary_trigrams_insert",
         }
     ),
-    "postgresql": frozenset({"ix_field_chunks_trigram"}),
+    "postgresql": frozenset({"ix_field_chunks_trigram", "ix_search_vocabulary_trigram"}),
 }
 """The search index's objects per dialect (Rule 7): tables, triggers and indexes."""
 
@@ -324,7 +333,6 @@ search_vocabulary = Table(
     Column("path", key_text(), nullable=False),
     Column("word", key_text(), nullable=False),
     PrimaryKeyConstraint("connection_id", "stream", "path", "word"),
-    sqlite_with_rowid=False,
 )
 
 blobs = Table(

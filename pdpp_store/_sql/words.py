@@ -30,6 +30,12 @@ Rules:
    within 2e-9 of its own (a window over every record, before the limit): where both are the
    row's own score, no record left out ties with it but those with the very same score,
    which come after it in key order.
+8. The words that contain a term of at least `MIN_INDEXED_NEEDLE` code points are found
+   through the vocabulary's trigram index (migration 0015; SQLite: `MATCH` on its FTS5 table
+   for the rowids, Postgres: `LIKE` served by its `pg_trgm` index), which only narrows: each
+   candidate is re-checked with `strpos` and kept to the searched groups in the statement.
+   A shorter term has no trigram: its words are found by a scan of the searched paths'
+   vocabulary.
 """
 
 from __future__ import annotations
@@ -45,16 +51,21 @@ from sqlalchemy import (
     Float,
     Integer,
     Select,
+    Text,
     and_,
     bindparam,
     case,
     cast,
+    column,
     func,
     literal,
+    literal_column,
     or_,
     select,
+    table,
     text,
     true,
+    union_all,
 )
 
 from pdpp_store._core.filters import Filter
@@ -63,6 +74,7 @@ from pdpp_store._core.relevance import AVERAGE_CHARS, DIGITS, K1, PART_WEIGHT, B
 from pdpp_store._core.words import OVERLONG
 
 from .dialects import Capabilities, bound_rows, strpos
+from .index import MIN_INDEXED_NEEDLE, fts_query, like_pattern
 from .requests import Execute, Rows
 from .search import Key, SearchGroup, _in_scope, _layout, _scope_params
 from .tables import records, search_vocabulary, search_words
@@ -78,6 +90,11 @@ __all__ = [
     "with_jit",
     "without_jit",
 ]
+
+vocabulary_trigrams = table(
+    "search_vocabulary_trigrams", column("rowid", Integer), column("word", Text)
+)
+"""SQLite's trigram index of the vocabulary (migration 0015): not in the metadata."""
 
 
 def ranked(
@@ -96,7 +113,8 @@ def ranked(
     if not any(f.clauses for f in filters):
         filters = ()
     return Execute(
-        partial(_ranked, shapes, layout, filters, len(terms), capped=cap is not None), params
+        partial(_ranked, shapes, layout, filters, _indexed(terms), capped=cap is not None),
+        params,
     )
 
 
@@ -111,7 +129,59 @@ def _params(
     for number, group in enumerate(groups):
         params[f"w_s{number}"] = grants[group.grant_index].name
         params[f"w_p{number}"] = list(group.paths)
+    for number, term in enumerate(terms):
+        if len(term) >= MIN_INDEXED_NEEDLE:  # Rule 8
+            params[f"w_fts{number}"] = fts_query(term)
+            params[f"w_like{number}"] = like_pattern(term)
     return params
+
+
+def _indexed(terms: Sequence[str]) -> tuple[bool, ...]:
+    """Per term, whether its words are found through the vocabulary's trigrams (Rule 8)."""
+    return tuple(len(term) >= MIN_INDEXED_NEEDLE for term in terms)
+
+
+def _containing(
+    terms: Any, number: int, groups: int, caps: Capabilities, *, by_index: bool
+) -> Select[Any]:
+    """The searched groups' distinct words that contain term `number`, with its weight in
+    each (Rule 2), found through the vocabulary's trigram index or by a scan (Rule 8)."""
+    vocabulary = search_vocabulary
+    held = func.length(vocabulary.c.word) - func.length(
+        func.replace(vocabulary.c.word, terms.c.needle, "")
+    )
+    weight = case(
+        (vocabulary.c.word == terms.c.needle, _float(1.0)),
+        else_=_float(PART_WEIGHT) * cast(held / func.length(terms.c.needle), Float),
+    )
+    conditions = [
+        terms.c.term_no == number,
+        # Through the index, the connection is an expression: SQLite otherwise scanned the
+        # path's vocabulary by its key and probed each row's rowid in the index's answer.
+        _in_groups(vocabulary, groups, by_word=by_index),
+        strpos(vocabulary.c.word, terms.c.needle) > 0,
+    ]
+    if by_index and caps.name == "postgresql":
+        conditions.append(
+            vocabulary.c.word.like(bindparam(f"w_like{number}", type_=Text()), escape="\\")
+        )
+    elif by_index:
+        trigrams = (
+            select(vocabulary_trigrams.c.rowid)
+            .where(
+                literal_column(vocabulary_trigrams.name).op("MATCH")(
+                    bindparam(f"w_fts{number}", type_=Text())
+                )
+            )
+            .scalar_subquery()
+        )
+        conditions.append(literal_column(f"{vocabulary.name}.rowid").in_(trigrams))
+    return (
+        select(vocabulary.c.word, terms.c.term_no, weight.label("weight"))
+        .select_from(vocabulary.join(terms, true()))
+        .where(*conditions)
+        .distinct()
+    )
 
 
 def without_jit() -> Execute:
@@ -134,7 +204,8 @@ def _on_postgres(caps: Capabilities) -> bool:
 
 def _in_groups(table: Any, count: int, *, by_word: bool = False) -> Any:
     """The row belongs to a searched group's stream, connections and paths (Rule 1). With
-    `by_word`, the connection is compared as an expression (Rule 5)."""
+    `by_word`, the connection is compared as an expression, which no index serves: the rows
+    are found by word, or by rowid (Rules 5 and 8)."""
     return or_(
         *(
             and_(
@@ -195,31 +266,22 @@ def _ranked(
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
     filters: tuple[Filter, ...],
-    term_count: int,
+    indexed: tuple[bool, ...],
     caps: Capabilities,
     *,
     capped: bool,
     band: bool = False,
 ) -> Select[Any]:
+    term_count = len(indexed)
     terms = bound_rows(caps, "w_terms", (("term_no", False), ("needle", True)))
-    vocabulary = search_vocabulary
-    held = func.length(vocabulary.c.word) - func.length(
-        func.replace(vocabulary.c.word, terms.c.needle, "")
-    )
-    weight = case(
-        (vocabulary.c.word == terms.c.needle, _float(1.0)),
-        else_=_float(PART_WEIGHT) * cast(held / func.length(terms.c.needle), Float),
-    )
-    containing = (
-        select(vocabulary.c.word, terms.c.term_no, weight.label("weight"))
-        .select_from(vocabulary.join(terms, strpos(vocabulary.c.word, terms.c.needle) > 0))
-        .where(_in_groups(vocabulary, len(layout)))
-        .distinct()
-    )
+    weighed_words = [
+        _containing(terms, n, len(layout), caps, by_index=by_index)
+        for n, by_index in enumerate(indexed)
+    ]
     overlong = select(
         literal(OVERLONG).label("word"), terms.c.term_no, _float(0.0).label("weight")
     ).select_from(terms)
-    weighed = containing.union_all(overlong).cte("weighed")
+    weighed = union_all(*weighed_words, overlong).cte("weighed")
     source, word, where = _postings(weighed, len(layout), caps)
     field_key = (word.c.connection_id, word.c.stream, word.c.record_id, word.c.path)
     per_field = (
@@ -312,7 +374,8 @@ def band(  # noqa: PLR0917 - the band and its statement
     if not any(f.clauses for f in filters):
         filters = ()
     return Execute(
-        partial(_ranked, shapes, layout, filters, len(terms), capped=False, band=True), params
+        partial(_ranked, shapes, layout, filters, _indexed(terms), capped=False, band=True),
+        params,
     )
 
 

@@ -30,7 +30,10 @@ def _search_objects_present(conn: Any) -> set[str]:
     if conn.dialect.name == "sqlite":
         query = "SELECT name FROM sqlite_master WHERE name LIKE 'search%%'"
     else:
-        query = "SELECT indexname FROM pg_indexes WHERE tablename = 'field_chunks'"
+        query = (
+            "SELECT indexname FROM pg_indexes"
+            " WHERE tablename IN ('field_chunks', 'search_vocabulary')"
+        )
     return {row[0] for row in conn.exec_driver_sql(query)}
 
 

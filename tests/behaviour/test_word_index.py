@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, inspect
 from pdpp_store import Store
 from pdpp_store._core import words
 from pdpp_store._runtime import sync_url
+from pdpp_store._sql.index import fts_query, like_pattern
 
 WordRow = tuple[str, str, str, str, str, int, int]
 
@@ -113,3 +114,46 @@ def test_the_word_index_migration_backfills_what_the_writer_wrote(db_url: str) -
     assert backfilled == {(c, s, p, w) for c, s, _, p, w, *_ in written if w != words.OVERLONG}
     assert backfilled <= vocabulary
     assert Counter(w for *_, w in backfilled)["hello"] == 1  # w2's only
+
+
+def _containing(url: str, term: str) -> set[tuple[str, str, str, str]]:
+    """The vocabulary rows the trigram index names for `term` (migration 0015), re-checked."""
+    if url.startswith("sqlite"):
+        sql = (
+            "SELECT connection_id, stream, path, word FROM search_vocabulary WHERE rowid IN"
+            " (SELECT rowid FROM search_vocabulary_trigrams"
+            " WHERE search_vocabulary_trigrams MATCH ?)"
+        )
+        rows = _rows(url, sql, (fts_query(term),))
+    else:
+        sql = (
+            "SELECT connection_id, stream, path, word FROM search_vocabulary"
+            " WHERE word LIKE ? ESCAPE '\\'"
+        )
+        rows = _rows(url, sql, (like_pattern(term),))
+    return {(c, s, p, w) for c, s, p, w in rows if term in w}
+
+
+def _terms(vocabulary: set[tuple[str, str, str, str]]) -> set[str]:
+    """Terms of 3+ code points: whole words, their first, middle and last trigrams, and some
+    with `_` (a `LIKE` metacharacter) or found nowhere."""
+    terms = {"d_1", "ld_", "_1x", "zzz", "\u03c3ig", "\u00f6rl"}
+    for *_, word in vocabulary:
+        if len(word) >= 3:
+            terms |= {word, word[:3], word[1:4], word[-3:], word[:4]}
+    return {term for term in terms if len(term) >= 3}
+
+
+def test_the_vocabulary_trigram_index_names_every_word_that_holds_a_term(db_url: str) -> None:
+    """Written (SQLite: a trigger per inserted vocabulary row, none for a word already there)
+    and backfilled by the migration, the index names every vocabulary row whose word holds a
+    term: the words the ranking weighs (`_sql.words` Rule 8)."""
+    _write(db_url)
+    for _ in range(2):
+        vocabulary = _vocabulary(db_url)
+        assert ("w2", STREAM, "title", "world_1") in vocabulary
+        for term in sorted(_terms(vocabulary)):
+            expected = {row for row in vocabulary if term in row[3]}
+            assert _containing(db_url, term) == expected, term
+        run_alembic(db_url, "downgrade", "0013")
+        run_alembic(db_url, "upgrade", "head")
