@@ -134,7 +134,8 @@ def _index_bytes(store: Store) -> tuple[int, int]:
 
 
 def _word_index_bytes(store: Store) -> int:
-    """Bytes of the word index: `search_words` with its indexes, and `search_vocabulary`."""
+    """Bytes of the word index: `search_words` with its indexes, and `search_vocabulary` with
+    its key and its trigram index."""
     with store.engine.connect() as conn:
         if conn.dialect.name == "sqlite":
             size = conn.execute(
@@ -142,6 +143,7 @@ def _word_index_bytes(store: Store) -> int:
                     "SELECT sum(pgsize) FROM dbstat WHERE name IN ('search_words',"
                     " 'search_vocabulary', 'ix_search_words_word',"
                     " 'sqlite_autoindex_search_words_1', 'sqlite_autoindex_search_vocabulary_1')"
+                    " OR name LIKE 'search_vocabulary_trigrams%'"
                 )
             ).scalar_one()
         else:
