@@ -14,7 +14,7 @@ Two layers, both in front of authentication (nothing here reads a token or the d
   the `Gate`'s checks of what the protocol left to it, and the heap frozen once the
   application has started.
 
-One module per concern, each stating its rules; each imports only those above it here:
+One module per concern, each stating its rules, each importing only those listed before it:
 
     _limits       `Limits`: the bounds, valid once built
     _refusals     every refusal's status, code and words, and how one is written (envelope,

@@ -313,6 +313,7 @@ SURFACE_EDGES: dict[tuple[str, str], str] = {
     ("pdpp_store.serve", "pdpp_store.door"): "the limits and origin checks it serves behind",
     ("pdpp_store.serve", "pdpp_store.door_headers"): "CORS and compression it serves behind",
     ("pdpp_store.door", "pdpp_store.http"): "refusals as the envelope, with the request id",
+    ("pdpp_store.door_headers", "pdpp_store.http"): "the ASGI types",
     ("pdpp_store.cli", "pdpp_store.serve"): "`pdpp-store serve`",
     ("pdpp_store.cli", "pdpp_store.auth"): "`pdpp-store serve --issuer ...`: its OAuth settings",
     ("pdpp_store.cli", "pdpp_store.demo"): "`pdpp-store demo`",
