@@ -5,7 +5,7 @@ Rules:
 1. A dataset `<name>` of N records at a version is a SQLite file
    `.benchmarks-data/pdpp-<name>-<N>-<version>.sqlite` (the directory `PDPP_BENCH_DATA` names,
    if set: a smoke run's temporary one), or a Postgres database `pdpp_<name>_<N>_<version>` on
-   the local server, created when missing.
+   the local server (the tests' one, `PDPP_TEST_POSTGRES_URL`, if set), created when missing.
 2. A run opens the dataset's store and a plain engine on the same database, fills the dataset
    to the size asked (the benchmark's `build`, which keeps what an earlier run left), then
    measures it (`measure`); both are closed whatever happens.
@@ -28,7 +28,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from pdpp_store import Store
 from pdpp_store._runtime import sync_url
 
-ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+ADMIN_URL = os.environ.get(
+    "PDPP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+).replace("postgresql://", "postgresql+psycopg://", 1)
+"""The server's maintenance database: the tests' server when `PDPP_TEST_POSTGRES_URL` names one."""
 
 
 def dataset_url(backend: str, name: str, records: int, version: str) -> str:
@@ -48,7 +51,7 @@ def dataset_url(backend: str, name: str, records: int, version: str) -> str:
                 conn.execute(text(f'CREATE DATABASE "{database}"'))
     finally:
         admin.dispose()
-    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{database}"
+    return f"{ADMIN_URL.rsplit('/', 1)[0]}/{database}"
 
 
 def build_and_measure(
