@@ -31,7 +31,11 @@ Rules:
    equality of any non-number kind (`kind`, `text`), numbers (`num`, `record_id`) and instants
    (`instant`, `record_id`), the last two shaped for ranges and keyset order; and a field's
    own values (`element`, then every column a group key reads: `kind`, `text`, `num`,
-   `instant`), so an aggregate grouping by the field reads the index alone (migration 0013).
+   `instant`), so an aggregate grouping by the field reads the index alone (migration 0013);
+   and a field's own instants (`instant`, of the rows `element = 0` with an instant only: a
+   partial index), so a count by time bucket is one index range per bucket (migration 0014).
+   `records` is indexed by `(connection_id, stream, deleted)`: a stream's live records are
+   counted from that index alone (migration 0014).
 9. Every change of a record (insert, update, delete) takes the next value of its connection's
    change sequence: `change_counters.last_change_seq` is raised in the write's transaction (the
    row lock orders concurrent writers on Postgres, `BEGIN IMMEDIATE` on SQLite) and the record
@@ -218,6 +222,7 @@ records = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("change_seq", BigInteger, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("connection_id", "stream", "record_id"),
+    Index("ix_records_live", "connection_id", "stream", "deleted"),
 )
 
 EXISTENCE = ""
@@ -268,6 +273,9 @@ field_chunks = Table(
     PrimaryKeyConstraint("connection_id", "stream", "record_id", "path", "chunk_no"),
 )
 
+OWN_INSTANTS = "element = 0 AND instant IS NOT NULL"
+"""The rows of `ix_field_values_own_instants` (Rule 8): a field's own value that is an instant."""
+
 field_values = Table(
     "field_values",
     metadata,
@@ -285,6 +293,12 @@ field_values = Table(
     Index(
         "ix_field_values_groups",
         *("connection_id", "stream", "path", "element", "kind", "text", "num", "instant"),
+    ),
+    Index(
+        "ix_field_values_own_instants",
+        *("connection_id", "stream", "path", "instant"),
+        sqlite_where=text(OWN_INSTANTS),
+        postgresql_where=text(OWN_INSTANTS),
     ),
 )
 
