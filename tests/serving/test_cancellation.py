@@ -20,12 +20,11 @@ that time. So the moments the calls are cancelled at cover each call from its fi
 its end, evenly, at every stage of the run, where random moments leave gaps. Until session 10
 every call slept a random part of the batch write's time, so a read (a tenth of a write) almost
 always finished first: of 500 cancellations about 400 were writes, 90 deletes and under 10
-reads, in 1,700 (Postgres) to 4,000 (SQLite) rounds. Now a run goes on until writes are
-cancelled 400 times and deletes 100 (`CANCELLED`), each read has been called 100 times
-(`CALLED`), and `CANCELLATIONS` are reached in all, in about 750 rounds: writes and deletes are
-cancelled as often as before, and on Postgres reads several times as often (about 50 in a run).
-On SQLite a bounded read runs on the event loop without suspending, so no cancellation can land
-inside it, then or now.
+reads, in 1,400 to 4,000 rounds. Now a run goes on until writes are cancelled 400 times and
+deletes 100 (`CANCELLED`), each read has been called 100 times (`CALLED`), and `CANCELLATIONS`
+are reached in all, in about 750 rounds: writes and deletes are cancelled as often as before,
+and on Postgres reads several times as often (about 50 in a run). On SQLite a bounded read runs
+on the event loop without suspending, so no cancellation can land inside it, then or now.
 """
 
 from __future__ import annotations
