@@ -29,8 +29,11 @@ Rules:
    first, the null bucket last), cut to `limit`, and carry the number of records in all groups
    (a window sum over the groups), from which the operation tells `other_count`.
 5. A count by group under a grant whose terms are connection and stream only, with no filter,
-   reads the grouping field's comparable rows alone (`ix_field_values_groups`), and the
-   number of visible records from `ix_records_live`, in one statement (`_by_values`).
+   reads the counts the write path keeps per value (`value_counts`, `tables` Rule 11: one row
+   per distinct value, not one index entry per record) for a `group_by` field, or the
+   grouping field's comparable rows alone for time buckets (`ix_field_values_groups`), and the
+   number of visible records from `ix_records_live`, in one statement (`_by_values`): one
+   snapshot, so the null group (visible records less the keyed groups) is consistent.
 6. There, time buckets are counted as ranges of the field's own instants where the ranges are
    few (`_core.aggregates` rule 7): each range one search and walk of
    `ix_field_values_own_instants`, the counts added per bucket; with the instants found outside
@@ -78,7 +81,7 @@ from . import visibility
 from .dialects import Capabilities, bound_rows
 from .filters import clause_rows, filter_condition
 from .requests import Execute, Row, Rows
-from .tables import field_values, records
+from .tables import field_values, records, value_counts
 from .visibility import grant_terms, same_record
 
 __all__ = [
@@ -146,18 +149,25 @@ def _where(grant: StreamGrant, connection_id: str | None, filter: Filter) -> tup
 
 
 def _own_rows(
-    table: Any, grant: StreamGrant, connection_id: str | None, param: str
+    table: Any,
+    grant: StreamGrant,
+    connection_id: str | None,
+    param: str,
+    *,
+    own_value: bool = True,
 ) -> tuple[Any, ...]:
     """Rule 5: the comparable rows of the field bound as `param`, their own value (`element`
-    0), of the records the grant admits (`visibility.visible_values`). Where one connection is
+    0), of the records the grant admits (`visibility.visible_values`); or, not `own_value`, the
+    field's rows of `value_counts` (its own values already, counted). Where one connection is
     read, it is named by equality: the index is then read in its own order (an `IN` list
     leaves a planner to sort what it groups), and its ends found without a walk."""
     only = grant.instance_ids is not None and len(grant.instance_ids) == 1
     conditions = [
         visibility.visible_values(grant_terms(grant)[0], table, only="a_only" if only else None),
         table.c.path == bindparam(param),
-        table.c.element == literal_column("0"),
     ]
+    if own_value:
+        conditions.append(table.c.element == literal_column("0"))
     if connection_id is not None:
         conditions.append(table.c.connection_id == bindparam("a_conn"))
     return tuple(conditions)
@@ -775,15 +785,17 @@ def _by_values(
     own = field_values.alias("a_grouped")
     rows = _own_rows(own, grant, connection_id, "a_group")
     if plan.group_by is not None:
+        kept = value_counts.alias("a_kept")
+        number = _kind(kept, "number")
         groups = (
             select(
-                own.c.kind.label("g_kind"),
-                own.c.text.label("g_text"),
-                _raw(own.c.num).label("g_num"),
-                func.count().label("p_records"),
+                kept.c.kind.label("g_kind"),
+                case((number, null()), else_=kept.c.text).label("g_text"),
+                _raw(case((number, kept.c.num), else_=null())).label("g_num"),
+                func.sum(kept.c.records).label("p_records"),
             )
-            .where(*rows, own.c.kind != literal_column("'null'"))
-            .group_by(own.c.kind, own.c.text, own.c.num)
+            .where(*_own_rows(kept, grant, connection_id, "a_group", own_value=False))
+            .group_by(kept.c.kind, kept.c.text, kept.c.num)
             .subquery("a_groups")
         )
         keys: list[Any] = [groups.c.g_kind, groups.c.g_text, groups.c.g_num]

@@ -54,6 +54,15 @@ Rules:
    change value, for the look-ups of one record's later changes (a range on the change value
    within one record: with the path before it, SQLite searched the whole connection's later
    changes by the key instead).
+11. `value_counts` holds, per connection, stream, field and own value, the number of live
+   records whose field has that value: exactly `count(*)` of the `field_values` rows with
+   `element` 0 and a `kind` other than `null`, grouped by `(connection_id, stream, path, kind,
+   text, num)`, the rows a count by group reads (`_sql.aggregates` Rule 5). The key's columns
+   are NOT NULL, so the key is unique on both databases: `text` is '' for a number and `num` 0
+   for a string or boolean (the kind says which one is the value). Every write changes it in
+   its own transaction with the rows it writes and removes (`_sql.values` Rule 5); a key whose
+   count reaches 0 is removed in the same transaction (`ix_value_counts_spent`, a partial index
+   of the rows at 0, finds them). Migration 0016.
 """
 
 from __future__ import annotations
@@ -96,6 +105,7 @@ __all__ = [
     "read_audit",
     "records",
     "streams",
+    "value_counts",
 ]
 
 BLOB_CHUNK_BYTES = 64 * 1024
@@ -299,6 +309,27 @@ field_values = Table(
         *("connection_id", "stream", "path", "instant"),
         sqlite_where=text(OWN_INSTANTS),
         postgresql_where=text(OWN_INSTANTS),
+    ),
+)
+
+SPENT_COUNTS = "records = 0"
+
+value_counts = Table(
+    "value_counts",
+    metadata,
+    Column("connection_id", key_text(), nullable=False),
+    Column("stream", key_text(), nullable=False),
+    Column("path", key_text(), nullable=False),
+    Column("kind", key_text(), nullable=False),
+    Column("text", key_text(), nullable=False),
+    Column("num", Numeric, nullable=False),
+    Column("records", BigInteger, nullable=False),
+    PrimaryKeyConstraint("connection_id", "stream", "path", "kind", "text", "num"),
+    Index(
+        "ix_value_counts_spent",
+        "connection_id",
+        sqlite_where=text(SPENT_COUNTS),
+        postgresql_where=text(SPENT_COUNTS),
     ),
 )
 

@@ -12,8 +12,9 @@ Rules:
 4. Statements are cached per `GrantShape` (which optional terms a grant has), with the grant's
    values as parameters (`grant_params`), so a read costs one cached compile.
 5. A grant with no `resources` and no time constraint admits a live record by its key alone,
-   so a statement that needs only a field's comparable values may read `field_values` under
-   `visible_values` instead of joining `records` (the rows of deleted records are gone).
+   so a statement that needs only a field's comparable values may read `field_values` (or
+   the counts kept from it, `value_counts`) under `visible_values` instead of joining
+   `records` (the rows of deleted records are gone, and their counts with them).
 """
 
 from __future__ import annotations

@@ -250,3 +250,32 @@ def test_visibility_removed_from_the_values_path_fails_the_proofs(
     breakable.setattr(visibility, "visible_values", only_the_stream)
     with pytest.raises(AssertionError, match=r"changed the answer|leaked"):
         check_values_gate(loaded)
+
+
+def test_counts_kept_wrong_by_the_write_path_fail_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The counts by value the write path keeps (`value_counts`, read for a count by
+    `group_by`): a delete that leaves its record's values counted fails the proof."""
+    from pdpp_store._sql import values as value_sql
+
+    breakable.setattr(value_sql, "uncount_record_values", lambda *args: ())
+    with pytest.raises(AssertionError, match=r"changed the answer|leaked"):
+        check_values_gate(loaded)
+
+
+def test_counts_kept_across_connections_fail_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """Counts of another connection's values kept as the granted connection's fail the
+    proof."""
+    from pdpp_store._sql import values as value_sql
+
+    counted = value_sql.count_values
+
+    def as_c1(rows: Any) -> Any:
+        return counted([("c1", *row[1:]) for row in rows])
+
+    breakable.setattr(value_sql, "count_values", as_c1)
+    with pytest.raises(AssertionError, match=r"changed the answer|leaked"):
+        check_values_gate(loaded)
