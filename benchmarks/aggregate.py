@@ -1,6 +1,8 @@
 """`aggregate` against the raw SQL floor (docs/performance.md goal 13), in one run:
 
     python -m benchmarks.aggregate [--records N] [--rounds R] [--backend sqlite|postgres]
+    python -m benchmarks.aggregate --ingest [--without counts|indexes] [--rounds R]
+        [--backend sqlite|postgres]
 
 The dataset: one stream of N small records (`id`; `at`, a date-time over three years; `sender`,
 one of 1,000 values; `label`, one of 20; `amount`, a number with two decimals), cached (a SQLite
@@ -19,6 +21,14 @@ Cases, under a grant of the one connection and every field:
 - `sum` of `amount` where `label` is one value (1 record in 20): `sum(amount) WHERE label = ?`.
 Each is timed `--rounds` times after one warm-up, the library and the floor alternating; the
 medians and their ratio are printed as a Markdown table with the load average.
+
+`--ingest` measures what the counts per value of migration 0016 (`value_counts`, kept by every
+write; `--without counts`, the default) or the indexes of migration 0014 (`ix_records_live`,
+`ix_field_values_own_instants`; `--without indexes`) cost a write: two scratch stores, one
+with them and one without (the counts' statements left out of its writes, or the indexes
+dropped), each given the same `INGEST_BATCH` new records per round through
+`upsert_records`, the two alternating (and which goes first alternating); the median batch of
+each, and their ratio. The scratch stores are removed afterwards.
 """
 
 from __future__ import annotations
@@ -27,17 +37,20 @@ import argparse
 import hashlib
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, create_engine, text
 
 from pdpp_store import Grant, Store
+from pdpp_store._sql import values as value_sql
 
-from ._million import build_and_measure, dataset_url, median_ms, table_count
+from ._million import ADMIN_URL, build_and_measure, dataset_url, median_ms, table_count
 
 CONNECTION = "bench"
 STREAM = "events"
@@ -76,6 +89,8 @@ VERSION = hashlib.sha256(repr(MANIFEST).encode()).hexdigest()[:8]
 BASE = 50_000
 BATCH = 5000
 COPY_TABLES = ("records", "fields", "field_chunks", "field_values")
+INGEST_BATCH = 1000
+INDEXES_0014 = ("ix_records_live", "ix_field_values_own_instants")
 
 
 def _at(n: int) -> str:
@@ -168,11 +183,85 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--ingest", action="store_true", help="the cost of counts or indexes")
+    parser.add_argument("--without", choices=["counts", "indexes"], default="counts")
     args = parser.parse_args()
+    if args.ingest:
+        _ingest(args.backend, args.rounds, args.without)
+        return
     if args.records % BASE and args.records > BASE:
         parser.error(f"--records: a multiple of {BASE:,} above {BASE:,}")
     url = dataset_url(args.backend, "aggregate", args.records, VERSION)
     build_and_measure(url, args.records, _build, _measure, rounds=args.rounds, backend=args.backend)
+
+
+@contextmanager
+def _scratch(backend: str, name: str) -> Iterator[str]:
+    """A scratch store's URL, removed afterwards (a temporary file, or a Postgres database)."""
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory() as directory:
+            yield f"sqlite:///{directory}/{name}.sqlite"
+        return
+    database = f"pdpp_aggregate_ingest_{name}"
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{database}"'))
+            conn.execute(text(f'CREATE DATABASE "{database}"'))
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{database}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@contextmanager
+def _uncounted() -> Iterator[None]:
+    """Writes that leave `value_counts` alone (the statements of `_sql.values` Rule 5 left out),
+    for `--ingest --without counts` only: the counts are wrong afterwards."""
+    saved = (value_sql.count_values, value_sql.uncount_values)
+    value_sql.count_values = lambda rows: None
+    value_sql.uncount_values = lambda *args: ()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        value_sql.count_values, value_sql.uncount_values = saved
+
+
+def _ingest(backend: str, rounds: int, without: str) -> None:
+    """Writes with and without 0016's counts or 0014's indexes, alternating (the module's
+    `--ingest`)."""
+    with _scratch(backend, "with") as with_url, _scratch(backend, "without") as without_url:
+        stores = {True: Store.open(with_url), False: Store.open(without_url)}
+        try:
+            for indexed, store in stores.items():
+                store.register_manifest(MANIFEST)
+                store.add_connection(CONNECTION, MANIFEST["connector_id"])
+                if not indexed and without == "indexes":
+                    with store.engine.begin() as conn:
+                        for index in INDEXES_0014:
+                            conn.execute(text(f"DROP INDEX {index}"))
+            times: dict[bool, list[float]] = {True: [], False: []}
+            for round_ in range(rounds):
+                batch = list(_records(round_ * INGEST_BATCH, (round_ + 1) * INGEST_BATCH))
+                for indexed in (True, False) if round_ % 2 == 0 else (False, True):
+                    plain = not indexed and without == "counts"
+                    with _uncounted() if plain else nullcontext():
+                        began = time.perf_counter()
+                        stores[indexed].upsert_records(CONNECTION, STREAM, batch)
+                        times[indexed].append((time.perf_counter() - began) * 1000)
+        finally:
+            for store in stores.values():
+                store.close()
+    with_ms, without_ms = statistics.median(times[True]), statistics.median(times[False])
+    print(f"\n{backend}, {rounds} batches of {INGEST_BATCH:,} new records into each store\n")
+    what = "0016's counts" if without == "counts" else "0014's indexes"
+    print(f"| {what} | median batch | records/s |")
+    print("| :--- | ---: | ---: |")
+    for label, ms in (("with", with_ms), ("without", without_ms)):
+        print(f"| {label} | {ms:.0f} ms | {INGEST_BATCH / ms * 1000:,.0f} |")
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"\nwith / without: {with_ms / without_ms:.3f}x; load average (1, 5, 15 min) {load}")
 
 
 def _measure(store: Store, engine: Engine, records: int, rounds: int, backend: str) -> None:

@@ -518,10 +518,14 @@ class Store(_StoreCore):
             ),
         )
 
-    def describe_grant(self, grant: Grant, *, stream: str | None = None) -> GrantSchema:
+    def describe_grant(
+        self, grant: Grant, *, stream: str | None = None, limit: int = 25, after: str | None = None
+    ) -> GrantSchema:
         return self._run(
             DESCRIBE_GRANT,
-            _grants.checked(grant, _discovery.describe_grant(self._ctx, grant, stream)),
+            _grants.checked(
+                grant, _discovery.describe_grant(self._ctx, grant, stream, limit, after)
+            ),
         )
 
     def query_records(
@@ -864,10 +868,14 @@ class AsyncStore(_StoreCore):
             ),
         )
 
-    async def describe_grant(self, grant: Grant, *, stream: str | None = None) -> GrantSchema:
+    async def describe_grant(
+        self, grant: Grant, *, stream: str | None = None, limit: int = 25, after: str | None = None
+    ) -> GrantSchema:
         return await self._run(
             DESCRIBE_GRANT,
-            _grants.checked(grant, _discovery.describe_grant(self._ctx, grant, stream)),
+            _grants.checked(
+                grant, _discovery.describe_grant(self._ctx, grant, stream, limit, after)
+            ),
         )
 
     async def query_records(

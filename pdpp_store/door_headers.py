@@ -22,16 +22,10 @@ Rules:
 from __future__ import annotations
 
 import gzip
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+
+from pdpp_store.http import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["GZIP_MIN_BYTES", "Cors", "GzipJson"]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 GZIP_MIN_BYTES = 16 * 1024
 """Smaller answers (a field window of the default size, a record) cross any link in a round trip

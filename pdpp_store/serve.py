@@ -110,6 +110,13 @@ class _Access:
     origins: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
 
+    @classmethod
+    def checked(
+        cls, limits: Limits | None, origins: Sequence[str], hosts: Sequence[str]
+    ) -> _Access:
+        """`serve`'s options, checked (the default limits when none are given)."""
+        return cls(limits or Limits(), _checked_origins(origins), _checked_hosts(hosts))
+
 
 def _checked_origins(origins: Sequence[str]) -> tuple[str, ...]:
     checked = []
@@ -148,7 +155,7 @@ def _names(access: _Access, named: str | None, host: str) -> DoorNames:
     if named is not None:  # the public URL, or the listening address (not a wildcard)
         hosts.add(host_name(named.partition("://")[2]))
     if host not in _WILDCARDS:
-        hosts.add(host_name(f"[{host}]" if ":" in host and not host.startswith("[") else host))
+        hosts.add(host_name(_bracketed(host)))
         if host in _LOOPBACK:
             hosts.update(("localhost", "127.0.0.1", "[::1]"))
     return DoorNames(hosts=frozenset(hosts), origins=frozenset(access.origins))
@@ -165,8 +172,12 @@ def _public_url(public_url: str | None, host: str, port: int) -> str | None:
         return check_public_url(public_url)
     if host in _WILDCARDS:
         return None
-    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    return f"http://{shown}:{port}"
+    return f"http://{_bracketed(host)}:{port}"
+
+
+def _bracketed(host: str) -> str:
+    """`host` as a URL's authority names it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 class _Door:
@@ -253,9 +264,7 @@ async def serve(
     `audit=False` its reads are not recorded in the read audit."""
     named = _public_url(public_url, host, port)
     grants = tokens if isinstance(tokens, Mapping | Resolver) else resolver_for(tokens, None, named)
-    access = _Access(
-        limits or Limits(), _checked_origins(allow_origins), _checked_hosts(allow_hosts)
-    )
+    access = _Access.checked(limits, allow_origins, allow_hosts)
     store = await AsyncStore.open(url, audit=audit)
     app = await _application(store, grants)
     gate = Gate(access.limits, _names(access, named, host))
@@ -401,13 +410,11 @@ def run(
     tokens_file = None if tokens_path is None else TokensFile(tokens_path)  # rule 1
     if public_url is not None:
         check_public_url(public_url)
-    access = _Access(
-        limits or Limits(), _checked_origins(allow_origins), _checked_hosts(allow_hosts)
-    )
-    tokens = resolver_for(tokens_file, oauth, _public_url(public_url, host, port))
+    access = _Access.checked(limits, allow_origins, allow_hosts)
+    named = _public_url(public_url, host, port)
+    tokens = resolver_for(tokens_file, oauth, named)
     _check_address(host, port)
     if workers > 1:
-        named = _public_url(public_url, host, port)
         _run_workers(
             url,
             tokens,

@@ -10,7 +10,8 @@ returns a running `PostgresServer` or raises `Unavailable` saying why it cannot:
 (d) `from_initdb()` a throwaway cluster made with the system's ``initdb``/``pg_ctl`` in a temp dir,
                     listening on 127.0.0.1 on a free port, its unix socket in the temp dir.
 
-``PDPP_TEST_POSTGRES_SOURCE=local|docker|initdb|env`` uses that one source and no other.
+``PDPP_TEST_POSTGRES_SOURCE=local|docker|initdb|env`` uses that one source and no other; a list
+(``initdb,local,docker``) tries those, in its order, and uses the first that works.
 
 Rules:
 1. An explicit ``PDPP_TEST_POSTGRES_URL`` is final: when it is set and does not answer, nothing
@@ -179,22 +180,26 @@ class PostgresServer:
 
 def find_server() -> PostgresServer:
     """The first source that works, in the order (a) env, (b) local, (c) docker, (d) initdb;
-    or only the one named by ``PDPP_TEST_POSTGRES_SOURCE`` (env, local, docker or initdb)."""
+    or only the one named by ``PDPP_TEST_POSTGRES_SOURCE`` (env, local, docker or initdb), or
+    the first that works of the ones it lists, in its order (``initdb,local``)."""
     sources: dict[str, Callable[[], PostgresServer]] = {
         "env": from_env,
         "local": from_local,
         "docker": from_docker,
         "initdb": from_initdb,
     }
-    chosen = os.environ.get(ENV_SOURCE, "").strip()
-    if chosen:
-        if chosen not in sources:
-            raise ValueError(f"{ENV_SOURCE}={chosen!r}: expected one of {', '.join(sources)}")
-        return sources[chosen]()
-    if os.environ.get(ENV_URL):
-        return from_env()
+    chosen = [name.strip() for name in os.environ.get(ENV_SOURCE, "").split(",") if name.strip()]
+    for name in chosen:
+        if name not in sources:
+            raise ValueError(f"{ENV_SOURCE}={name!r}: expected one of {', '.join(sources)}")
+    if len(chosen) == 1:
+        return sources[chosen[0]]()
+    if not chosen:
+        if os.environ.get(ENV_URL):
+            return from_env()
+        chosen = ["local", "docker", "initdb"]
     reasons = []
-    for name in ("local", "docker", "initdb"):
+    for name in chosen:
         try:
             return sources[name]()
         except Unavailable as why:

@@ -24,8 +24,10 @@ __all__ = [
     "VALUES_MANIFEST",
     "ValueRow",
     "change_seqs",
+    "counted_values",
     "expected_values",
     "spec",
+    "stored_counts",
     "stored_values",
 ]
 
@@ -122,6 +124,42 @@ def stored_values(url: str, connection_id: str) -> set[ValueRow]:
     found = {(r, p, int(e), k, t, _exact(n), i) for r, p, e, k, t, n, i in rows}
     assert len(found) == len(rows)
     return found
+
+
+CountKey = tuple[str, str, str, str, Decimal]
+
+
+def stored_counts(url: str, connection_id: str) -> dict[CountKey, int]:
+    """`value_counts` of a connection: per (stream, path, kind, text, num), its count."""
+    rows = _rows(
+        url,
+        "SELECT stream, path, kind, text, num, records FROM value_counts WHERE connection_id = ?",
+        (connection_id,),
+    )
+    found = {(s, p, k, t, _exact(n)): int(c) for s, p, k, t, n, c in rows}
+    assert len(found) == len(rows), "one row per key"
+    return found  # type: ignore[return-value]
+
+
+def counted_values(url: str, connection_id: str) -> dict[CountKey, int]:
+    """What `value_counts` must hold: the connection's `field_values` rows of own values
+    (`element` 0) other than null, grouped by their key and counted (here, not in SQL)."""
+    rows = _rows(
+        url,
+        "SELECT stream, path, kind, text, num FROM field_values"
+        " WHERE connection_id = ? AND element = 0",
+        (connection_id,),
+    )
+    counted: dict[CountKey, int] = {}
+    for stream, path, kind, text, num in rows:
+        if kind == "null":
+            continue
+        number = kind == "number"
+        value = _exact(num) if number else Decimal(0)
+        assert value is not None
+        key: CountKey = (stream, path, kind, "" if number else text, value)
+        counted[key] = counted.get(key, 0) + 1
+    return counted
 
 
 def change_seqs(url: str, connection_id: str) -> tuple[dict[str, tuple[int, bool]], int]:

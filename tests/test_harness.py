@@ -118,6 +118,23 @@ def test_an_unknown_source_name_is_an_error(monkeypatch: pytest.MonkeyPatch) -> 
         find_server()
 
 
+def test_a_list_of_sources_is_tried_in_its_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first listed source that works is used: here the explicit URL answers nothing, so
+    the throwaway cluster listed after it serves. A name not a source is an error."""
+    if find_pg_bindir() is None:
+        unavailable("no initdb/pg_ctl on PATH or under /usr/lib/postgresql/*/bin")
+    monkeypatch.setenv(ENV_URL, f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/x")
+    monkeypatch.setenv(ENV_SOURCE, "env, initdb")
+    found = find_server()
+    try:
+        assert found.source == "initdb"
+    finally:
+        found.stop()
+    monkeypatch.setenv(ENV_SOURCE, "initdb,nowhere")
+    with pytest.raises(ValueError, match="'nowhere'"):
+        find_server()
+
+
 @pytest.mark.postgres
 def test_an_explicit_url_comes_first(
     monkeypatch: pytest.MonkeyPatch, pg_server: PostgresServer

@@ -14,7 +14,7 @@ transaction; this backfills them from the stored chunks with the current core
 (`_core.words.field_words`, docs/decisions.md "A backfill computes with the current core").
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

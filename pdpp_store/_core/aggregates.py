@@ -31,6 +31,14 @@ Rules:
    and, the offset being whole units, lie in one local hour, minute or second, so in one bucket
    of any granularity (buckets are whole local hours). The SQL counts each span's records,
    buckets one instant of each, and adds the counts.
+7. Or, where the range holds few buckets, each bucket is counted as ranges of instants
+   (`bucket_ranges`): the UTC instants where the bucket changes, found here from the zone's
+   offsets, cut the range into consecutive ranges of one bucket each (the bucket number and,
+   for an hour, its offset, as rule 5 numbers them). A bucket may own several ranges (a DST
+   change that sets clocks back across a bucket's start); the SQL counts each range in the
+   instants' index and adds the counts per bucket, with neither arithmetic nor a sort per
+   record. The ranges start at the lowest instant and end just after the highest, so an instant
+   the database holds outside them (written since the range was read) is seen, not misplaced.
 """
 
 from __future__ import annotations
@@ -49,14 +57,17 @@ __all__ = [
     "END_INSTANT",
     "FIRST_INSTANT",
     "GRANULARITIES",
+    "MAX_BUCKET_RANGES",
     "MAX_GROUPS",
     "MAX_OFFSET_CHANGES",
     "METRICS",
     "AggregateRequest",
+    "BucketRange",
     "FieldScope",
     "OffsetChanges",
     "bucket_bounds",
     "bucket_key",
+    "bucket_ranges",
     "check_declared",
     "check_granted",
     "day_number",
@@ -371,3 +382,103 @@ def bucket_bounds(granularity: str, key: str, zone: ZoneInfo) -> tuple[str, str]
         return format_instant(datetime(*day, tzinfo=zone))
 
     return local((first.year, first.month, first.day)), local(after)
+
+
+# ---------------------------------------------------------------- buckets as ranges of instants
+
+MAX_BUCKET_RANGES = 2048
+"""The most ranges a count by time bucket is counted in (rule 7); beyond (hours over months,
+days over years), per span (rule 6). Each range is one search of the index, so this bounds the
+searches whatever the records."""
+
+
+@dataclass(frozen=True, slots=True)
+class BucketRange:
+    """The instants [start, end) that lie in one bucket (rule 7): its number as rule 5 numbers
+    it, and for an hour its offset (None for other granularities)."""
+
+    start: str
+    end: str
+    bucket: int
+    offset: int | None
+
+
+def _bucket_number(granularity: str, local: datetime) -> int:
+    """Rule 5's number of the bucket holding local time `local`."""
+    day = day_number(local.date())
+    if granularity == "hour":
+        return day * 24 + local.hour
+    if granularity == "day":
+        return day
+    if granularity == "week":
+        return (day + 2) // 7
+    if granularity == "month":
+        return local.year * 12 + local.month - 1
+    return local.year
+
+
+def _next_start(granularity: str, local: datetime) -> datetime:
+    """The local time the bucket after `local`'s starts (OverflowError past the year 9999)."""
+    if granularity == "hour":
+        return local.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    day = local.date()
+    if granularity == "day":
+        day += timedelta(days=1)
+    elif granularity == "week":
+        day += timedelta(days=7 - day.weekday())
+    elif granularity == "month":
+        day = date(day.year + day.month // 12, day.month % 12 + 1, 1)
+    else:
+        day = date(day.year + 1, 1, 1)
+    return datetime(day.year, day.month, day.day)
+
+
+def _after(instant: str) -> str:
+    """The next normalised instant (a microsecond later)."""
+    return format_instant(_parse_instant(instant) + timedelta(microseconds=1))
+
+
+def bucket_ranges(
+    granularity: str, offsets: OffsetChanges, lowest: str, highest: str
+) -> tuple[BucketRange, ...] | None:
+    """Rule 7: the ranges of instants from `lowest` to just after `highest` (clipped to
+    `FIRST_INSTANT`..`END_INSTANT`), consecutive, each in one bucket, found from `offsets`
+    (`offset_changes` over the same instants); None when they are more than
+    `MAX_BUCKET_RANGES`. A bucket's start is a whole local second and offsets whole seconds,
+    so an instant's fraction never moves it across a range's end."""
+    start = max(lowest, FIRST_INSTANT)
+    end = min(_after(highest) if highest < END_INSTANT else END_INSTANT, END_INSTANT)
+    if start >= end:
+        return ()
+    pieces = [(start, offsets.first)]
+    pieces += [(at, offset) for at, offset in offsets.changes if start < at < end]
+    found: list[tuple[str, int, int | None]] = []  # (start, bucket, offset), merged
+
+    def add(at: str, local: datetime, offset: int) -> bool:
+        key = (_bucket_number(granularity, local), offset if granularity == "hour" else None)
+        if not found or found[-1][1:] != key:
+            found.append((at, *key))
+        return len(found) <= MAX_BUCKET_RANGES
+
+    for number, (at, offset) in enumerate(pieces):
+        until = pieces[number + 1][0] if number + 1 < len(pieces) else end
+        shift = timedelta(seconds=offset)
+        try:
+            local = (_parse_instant(at) + shift).replace(tzinfo=None)
+        except OverflowError:  # a local time past the year 9999: counted per span
+            return None
+        if not add(at, local, offset):
+            return None
+        try:
+            following = _next_start(granularity, local)
+            while (next_at := format_instant((following - shift).replace(tzinfo=UTC))) < until:
+                if not add(next_at, following, offset):
+                    return None
+                following = _next_start(granularity, following)
+        except OverflowError:  # no bucket starts before the year 10000
+            pass
+    ends = [at for at, _, _ in found[1:]] + [end]
+    return tuple(
+        BucketRange(at, until, bucket, offset)
+        for (at, bucket, offset), until in zip(found, ends, strict=True)
+    )

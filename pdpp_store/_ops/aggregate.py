@@ -9,20 +9,26 @@ Step by step:
    record); the filter checked against them (`parse_filter`: its shape, its fields granted, then
    declared), then the aggregation declared (`check_declared`).
 4. For time buckets, the range of the grouping field's instants among the visible records, and
-   the zone's offset changes over it (`offset_changes`), bound into the statement.
+   the zone's offset changes over it (`offset_changes`), bound into the statement; for a count
+   over the field's values alone, the range cut into each bucket's ranges of instants
+   (`bucket_ranges`) when they are few.
 5. The one statement that answers (`_sql.aggregates.aggregate`); its few rows become the card.
+   A count by bucket ranges that finds instants outside its ranges (written since step 4) is
+   asked again per span, in one statement that reads them all.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pdpp_store._core.aggregates import (
     AggregateRequest,
     bucket_bounds,
     bucket_key,
+    bucket_ranges,
     check_declared,
     check_granted,
     offset_changes,
@@ -181,12 +187,13 @@ def aggregate(
     check_declared(request, specs, stream)
     numbers = request.field is not None and reads_numbers(specs, request.field)
     offsets = None
+    low = high = "1970-01-01T00:00:00.000000Z"
     if request.group_by_time is not None:
         span = aggregate_sql.instant_span(
             (yield aggregate_sql.instant_range(stream_grant, conn, parsed, request.group_by_time))
             or []
         )
-        low, high = span if span is not None else ("1970-01-01T00:00:00.000000Z",) * 2
+        low, high = span if span is not None else (low, high)
         offsets = offset_changes(request.zone, low, high)
     plan = aggregate_sql.AggregatePlan(
         request.metric,
@@ -200,7 +207,12 @@ def aggregate(
         by_values=(request.group_by or request.group_by_time) is not None
         and aggregate_sql.counts_by_values(request.metric, stream_grant, parsed),
     )
+    if plan.by_values and offsets is not None:
+        plan = replace(plan, ranges=bucket_ranges(request.granularity, offsets, low, high))
     rows = (yield aggregate_sql.aggregate(plan, stream_grant, conn, parsed)) or []
+    if aggregate_sql.ranges_missed(plan, rows):
+        plan = replace(plan, ranges=None)
+        rows = (yield aggregate_sql.aggregate(plan, stream_grant, conn, parsed)) or []
     if request.group_by is None and request.group_by_time is None:
         value = aggregate_sql.aggregate_value(plan, rows)
         if isinstance(value, str):

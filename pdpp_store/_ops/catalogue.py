@@ -208,7 +208,15 @@ SEARCH = Operation(
     ("SearchPage",),
 )
 DESCRIBE_GRANT = Operation(
-    "describe_grant", "read", (_GRANT, _optional("stream", "string")), ("GrantSchema",)
+    "describe_grant",
+    "read",
+    (
+        _GRANT,
+        _optional("stream", "string"),
+        _optional("limit", "integer"),
+        _optional("after", "string"),
+    ),
+    ("GrantSchema",),
 )
 QUERY_RECORDS = Operation(
     "query_records",

@@ -18,25 +18,46 @@ Per granted stream, in this order:
 
 `stream` narrows the answer to one stream: it must be a safe name the grant names
 (`grant_stream_not_allowed` otherwise), checked before anything is read.
+
+Without it the answer is a page of the grant's streams in name order (docs/decisions.md,
+"`describe_grant` a page at a time"): those after `after` (a safe name, any: the names are the
+grant's own), at most `limit` (1..`MAX_LIMIT`, default 25), and the page ends before the stream
+whose schema would take the page's JSON past `PAGE_BUDGET_CHARS` (a page always shows one).
+`next` is the call that lists the rest. So one answer reads at most `limit` streams' figures and
+is bounded in size whatever the grant names. Arguments are checked before anything is read.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
+from pdpp_store._core.errors import BadRequest
 from pdpp_store._core.filters import filter_operators
 from pdpp_store._core.grants import Grant, StreamGrant, as_grant
 from pdpp_store._core.identity import validate_safe_name
 from pdpp_store._core.manifest import StreamSpec
 from pdpp_store._sql import discovery as discovery_sql
 from pdpp_store._sql.requests import Op
-from pdpp_store.evidence import FieldSchema, GrantSchema, StreamOrder, StreamSchema
+from pdpp_store.evidence import (
+    Continuation,
+    FieldSchema,
+    GrantSchema,
+    StreamOrder,
+    StreamSchema,
+)
 
 from .declared import declaring
 from .reads import ReadContext
 
-__all__ = ["describe_grant"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "PAGE_BUDGET_CHARS", "describe_grant"]
+
+DEFAULT_LIMIT = 25
+MAX_LIMIT = 100
+PAGE_BUDGET_CHARS = 64 * 1024
+"""The characters of JSON one page of streams shows in all: the page ends before the stream
+that would pass it (a page always shows at least one)."""
 
 
 def _aggregations(spec: StreamSpec, scope: StreamGrant) -> dict[str, Any]:
@@ -112,19 +133,47 @@ def _described(scope: StreamGrant, conns: list[str], specs: list[StreamSpec]) ->
     )
 
 
-def describe_grant(ctx: ReadContext, grant: Grant, stream: object = None) -> Op[GrantSchema]:
+def _limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise BadRequest(
+            "invalid_request", f"limit must be an integer between 1 and {MAX_LIMIT}", param="limit"
+        )
+    return value
+
+
+def _size(schema: StreamSchema) -> int:
+    return len(json.dumps(schema.to_dict(), ensure_ascii=False, separators=(",", ":")))
+
+
+def describe_grant(
+    ctx: ReadContext,
+    grant: Grant,
+    stream: object = None,
+    limit: object = DEFAULT_LIMIT,
+    after: object = None,
+) -> Op[GrantSchema]:
     """The grant's streams, what may be asked of each, and their figures (see the module)."""
     grant = as_grant(grant)
     if stream is not None:
         validate_safe_name(stream, "stream")
+    size = _limit(limit)
+    if after is not None:
+        validate_safe_name(after, "after")
+        if stream is not None:
+            raise BadRequest(
+                "invalid_request", "after pages the grant's streams: not with stream", param="after"
+            )
     grant.ensure_usable()
     if stream is not None:
         assert isinstance(stream, str)
         names = [grant.stream(stream).name]  # grant_stream_not_allowed
     else:
-        names = sorted(s.name for s in grant.streams)
+        names = sorted(s.name for s in grant.streams if after is None or s.name > str(after))
+    more = len(names) > size
+    names = names[:size]
     catalogue = (yield from declaring(ctx, grant, names, None)) if names else []
     described: list[StreamSchema] = []
+    used = 0
     for name in names:
         scope = grant.stream(name)
         conns: list[str] = []
@@ -134,5 +183,16 @@ def describe_grant(ctx: ReadContext, grant: Grant, stream: object = None) -> Op[
             if spec is not None:
                 conns.append(conn)
                 specs.append(spec)
-        described.append((yield from _described(scope, sorted(set(conns)), specs)))
-    return GrantSchema(grant.grant_id, tuple(described))
+        schema = yield from _described(scope, sorted(set(conns)), specs)
+        used += _size(schema)
+        if described and used > PAGE_BUDGET_CHARS:
+            more = True
+            break
+        described.append(schema)
+    following = None
+    if more:
+        arguments: dict[str, Any] = {"after": described[-1].name}
+        if size != DEFAULT_LIMIT:
+            arguments["limit"] = size
+        following = Continuation("describe_grant", arguments)
+    return GrantSchema(grant.grant_id, tuple(described), following)

@@ -129,8 +129,11 @@ def _value_newly_declared(before: Manifest, after: Manifest) -> Op[None]:
             (yield value_sql.connector_connections(after.connector_id)) or []
         )
         for connection_id in ids:
+            yield value_sql.lock_changes(connection_id)  # its counts change: `value_sql` Rule 5
             if removed:
-                yield value_sql.delete_path_values(connection_id, spec.name, removed)
+                # not `yield from`: the runtime sends each statement's rows back
+                for statement in value_sql.delete_path_values(connection_id, spec.name, removed):  # noqa: UP028
+                    yield statement
             if added:
                 yield from _value_stored(connection_id, spec, added)
 
@@ -151,6 +154,9 @@ def _value_stored(connection_id: str, spec: StreamSpec, paths: list[str]) -> Op[
         rows = _value_rows(connection_id, spec.name, spec, stored, valued)
         if rows:
             yield value_sql.insert_values(rows)
+            counted = value_sql.count_values(rows)
+            if counted is not None:
+                yield counted
         after = page[-1]
 
 
@@ -528,6 +534,9 @@ def upsert_records(
             # while their chunks still hold the text
             for statement in index_sql.unindex_whole_fields(connection_id, stream, dropped):
                 yield statement
+            # while their values are still there to count (`value_sql` Rule 5)
+            for statement in value_sql.uncount_values(connection_id, stream, dropped):
+                yield statement
             for statement in write_sql.delete_fields(plan.dropped_fields):
                 yield statement
             yield index_sql.unregister_index_fields(connection_id, stream, dropped)
@@ -535,6 +544,9 @@ def upsert_records(
         if values:
             yield value_sql.insert_values(values)
             changed["field_values"] += len(values)
+            counted = value_sql.count_values(values)
+            if counted is not None:
+                yield counted
         if plan.new_fields:
             yield write_sql.insert_fields(_field_rows(connection_id, stream, plan.new_fields))
             rows = _chunk_rows(connection_id, stream, plan.new_fields)
@@ -588,6 +600,9 @@ def delete_record(connection_id: str, stream: str, record_id: str) -> Op[None]:
     if version is None:
         raise NotFound("not_found", f"record {record_id!r} is not found", param="record_id")
     top = value_sql.change_seq_top((yield value_sql.take_change_seqs(connection_id, 1)) or [])
+    # not `yield from`: the runtime sends each statement's rows back, a tuple cannot take them
+    for statement in value_sql.uncount_record_values(connection_id, stream, record_id):  # noqa: UP028
+        yield statement
     yield value_sql.delete_record_values(connection_id, stream, record_id)
     yield write_sql.mark_deleted(
         connection_id, stream, record_id, version=version + 1, now=_now(), change_seq=top

@@ -5,6 +5,7 @@
     tables       the schema (what migrations create)
     requests     the protocol between operations and drivers (`Execute`, `COMMIT`, `Op`)
     visibility   the grant in SQL: one condition on `records` that every record read carries
+    shapes       statements cached per shape of the grant and the filter, values as parameters
     catalogue    connections, streams and manifests, as the reads look them up
     reads        field metadata, windows of a field's text, record previews
     match        the match window: a needle's first occurrence and the window around it

@@ -28,13 +28,31 @@ Rules:
 4. Grouped answers are ordered in SQL (largest value first, ties by key; time buckets oldest
    first, the null bucket last), cut to `limit`, and carry the number of records in all groups
    (a window sum over the groups), from which the operation tells `other_count`.
+5. A count by group under a grant whose terms are connection and stream only, with no filter,
+   reads the counts the write path keeps per value (`value_counts`, `tables` Rule 11: one row
+   per distinct value, not one index entry per record) for a `group_by` field, or the
+   grouping field's comparable rows alone for time buckets (`ix_field_values_groups`), and the
+   number of visible records from `ix_records_live`, in one statement (`_by_values`): one
+   snapshot, so the null group (visible records less the keyed groups) is consistent.
+6. There, time buckets are counted as ranges of the field's own instants where the ranges are
+   few (`_core.aggregates` rule 7): each range one search and walk of
+   `ix_field_values_own_instants`, the counts added per bucket; with the instants found outside
+   the ranges (`ranges_missed`: written since the range was read), the operation asks again
+   per span. Otherwise per span (`_core.aggregates` rule 6).
+7. Statements are built once per shape (`_statement_key`: what their text depends on) and
+   dialect, everything else bound, so a repeated aggregate costs no build and no compile.
+8. A filter with an equality clause drives the statement from that clause's rows in its value
+   index (`_source`), not from every visible record; under Rule 5's grants without reading
+   `records` at all (the clause's rows are live records' rows).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     BigInteger,
@@ -55,15 +73,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import NullType
 
-from pdpp_store._core.aggregates import END_INSTANT, FIRST_INSTANT, OffsetChanges
-from pdpp_store._core.filters import Filter
+from pdpp_store._core.aggregates import END_INSTANT, FIRST_INSTANT, BucketRange, OffsetChanges
+from pdpp_store._core.filters import Equals, Filter, Has, OneOf
 from pdpp_store._core.grants import StreamGrant
 
 from . import visibility
-from .dialects import Capabilities
-from .filters import filter_condition
+from .dialects import Capabilities, bound_rows
+from .filters import clause_rows, filter_condition
 from .requests import Execute, Row, Rows
-from .tables import field_values, records
+from .tables import field_values, records, value_counts
 from .visibility import grant_terms, same_record
 
 __all__ = [
@@ -75,6 +93,7 @@ __all__ = [
     "exact_sum",
     "instant_range",
     "instant_span",
+    "ranges_missed",
 ]
 
 
@@ -92,6 +111,9 @@ class AggregatePlan:
     limit: int = 25
     by_values: bool = False
     """Rule 5: the groups are counted over the grouping field's comparable rows alone."""
+    ranges: tuple[BucketRange, ...] | None = None
+    """Rule 6: with `by_values`, time buckets counted as these ranges of the instants' index
+    (`_core.aggregates.bucket_ranges`); None: per span."""
 
 
 def counts_by_values(metric: str, grant: StreamGrant, filter: Filter) -> bool:
@@ -110,13 +132,15 @@ def _kind(table: Any, name: str) -> ColumnElement[bool]:
     return table.c.kind == literal_column(f"'{name}'")  # type: ignore[no-any-return]
 
 
-def _value_join(table: Any, param: str) -> ColumnElement[bool]:
-    return and_(same_record(table, records), table.c.path == bindparam(param), table.c.element == 0)
+def _value_join(table: Any, param: str, key: Any = records) -> ColumnElement[bool]:
+    return and_(same_record(table, key), table.c.path == bindparam(param), table.c.element == 0)
 
 
 def _where(grant: StreamGrant, connection_id: str | None, filter: Filter) -> tuple[Any, ...]:
     shape, _ = grant_terms(grant)
-    conditions: list[ColumnElement[bool]] = [visibility.visible_records(shape)]
+    only = grant.instance_ids is not None and len(grant.instance_ids) == 1
+    visible = visibility.visible_records(shape, only="a_only" if only else None)
+    conditions: list[ColumnElement[bool]] = [visible]
     if connection_id is not None:
         conditions.append(records.c.connection_id == bindparam("a_conn"))
     if filter:
@@ -125,21 +149,27 @@ def _where(grant: StreamGrant, connection_id: str | None, filter: Filter) -> tup
 
 
 def _own_rows(
-    table: Any, grant: StreamGrant, connection_id: str | None, param: str
+    table: Any,
+    grant: StreamGrant,
+    connection_id: str | None,
+    param: str,
+    *,
+    own_value: bool = True,
 ) -> tuple[Any, ...]:
     """Rule 5: the comparable rows of the field bound as `param`, their own value (`element`
-    0), of the records the grant admits (`visibility.visible_values`). Where one connection is
-    read, it is also named by equality: the index is then read in its own order (an `IN` list
-    leaves a planner to sort what it groups)."""
+    0), of the records the grant admits (`visibility.visible_values`); or, not `own_value`, the
+    field's rows of `value_counts` (its own values already, counted). Where one connection is
+    read, it is named by equality: the index is then read in its own order (an `IN` list
+    leaves a planner to sort what it groups), and its ends found without a walk."""
+    only = grant.instance_ids is not None and len(grant.instance_ids) == 1
     conditions = [
-        visibility.visible_values(grant_terms(grant)[0], table),
+        visibility.visible_values(grant_terms(grant)[0], table, only="a_only" if only else None),
         table.c.path == bindparam(param),
-        table.c.element == literal_column("0"),
     ]
+    if own_value:
+        conditions.append(table.c.element == literal_column("0"))
     if connection_id is not None:
         conditions.append(table.c.connection_id == bindparam("a_conn"))
-    elif grant.instance_ids is not None and len(grant.instance_ids) == 1:
-        conditions.append(table.c.connection_id == bindparam("a_only"))
     return tuple(conditions)
 
 
@@ -157,6 +187,10 @@ def _params(grant: StreamGrant, connection_id: str | None, plan: AggregatePlan) 
         for number, (at, offset) in enumerate(plan.offsets.changes, start=1):
             params[f"a_t{number}"] = at
             params[f"a_o{number}"] = offset
+    if plan.ranges is not None:
+        params["a_ranges"] = json.dumps([[r.start, r.end, r.bucket, r.offset] for r in plan.ranges])
+        params["a_low"] = plan.ranges[0].start if plan.ranges else FIRST_INSTANT
+        params["a_high"] = plan.ranges[-1].end if plan.ranges else FIRST_INSTANT
     return params
 
 
@@ -170,19 +204,61 @@ def instant_range(
     `instant_span`): the range the zone's offsets are computed over. Where the grant and filter
     allow (Rule 5), over the field's comparable rows alone: two ends of its instant index."""
     grouped = field_values.alias("a_grouped")
-    ends = select(
-        func.min(grouped.c.instant).label("low"), func.max(grouped.c.instant).label("high")
-    )
+    low, high = func.min(grouped.c.instant), func.max(grouped.c.instant)
+    ends = select(low.label("low"), high.label("high"))
+    statement: Any
     if _values_only(grant, filter):
-        statement = ends.where(*_own_rows(grouped, grant, connection_id, "a_group"))
-    else:
-        statement = ends.select_from(records.join(grouped, _value_join(grouped, "a_group"))).where(
-            *_where(grant, connection_id, filter)
+        # each end alone in its branch (`ix_field_values_own_instants`: one search each; with
+        # both, SQLite walks the range between them)
+        rows = (
+            *_own_rows(grouped, grant, connection_id, "a_group"),
+            grouped.c.instant.is_not(None),
         )
+        nothing = cast(null(), Text)
+        statement = union_all(
+            select(low.label("low"), nothing.label("high")).where(*rows),
+            select(nothing.label("low"), high.label("high")).where(*rows),
+        )
+    else:
+        source, key, conditions = _source(grant, connection_id, filter)
+        joined = source.join(grouped, _value_join(grouped, "a_group", key))
+        statement = ends.select_from(joined).where(*conditions)
     params = dict(grant_terms(grant)[1])
     params["a_group"] = path
     params.update(_connection_params(grant, connection_id))
     return Execute(statement, params)
+
+
+def _source(
+    grant: StreamGrant, connection_id: str | None, filter: Filter
+) -> tuple[Any, Any, tuple[Any, ...]]:
+    """Rule 1's visible matching records as (what to select from, the table whose key names
+    them, the conditions). A filter with an equality clause (`eq`, `in`, `has`) is driven by
+    that clause's rows in its value index (`clause_rows`: at most one per record), the rest of
+    the filter checked per match, not every visible record checked against the filter. Under
+    a grant whose terms are connection and stream only (Rule 5), the clause's rows stand for
+    their records (`visible_values`), so `records` is not read at all; otherwise each match is
+    joined to its record by key, under `visible_records`."""
+    driving = next((c for c in filter.clauses if isinstance(c, Equals | OneOf | Has)), None)
+    if driving is None:
+        return records, records, _where(grant, connection_id, filter)
+    rest = Filter(tuple(clause for clause in filter.clauses if clause is not driving))
+    drive = field_values.alias("a_drive")
+    shape = grant_terms(grant)[0]
+    only = grant.instance_ids is not None and len(grant.instance_ids) == 1
+    conditions: list[Any] = [clause_rows(driving, drive)]
+    if connection_id is not None:
+        conditions.append(drive.c.connection_id == bindparam("a_conn"))
+    if visibility.values_suffice(shape):
+        visible = visibility.visible_values(shape, drive, only="a_only" if only else None)
+        if rest.clauses:
+            conditions.append(filter_condition(rest, drive))
+        return drive, drive, (visible, *conditions)
+    conditions.append(drive.c.stream == bindparam("g_stream"))
+    if only:
+        conditions.append(drive.c.connection_id == bindparam("a_only"))
+    source = drive.join(records, same_record(drive, records))
+    return source, records, (*_where(grant, connection_id, rest), *conditions)
 
 
 def _connection_params(grant: StreamGrant, connection_id: str | None) -> dict[str, str]:
@@ -197,9 +273,11 @@ def _connection_params(grant: StreamGrant, connection_id: str | None) -> dict[st
 
 
 def instant_span(rows: Rows) -> tuple[str, str] | None:
-    if not rows or rows[0]["low"] is None:
+    lows = [str(row["low"]) for row in rows if row["low"] is not None]
+    highs = [str(row["high"]) for row in rows if row["high"] is not None]
+    if not lows or not highs:
         return None
-    return str(rows[0]["low"]), str(rows[0]["high"])
+    return min(lows), max(highs)
 
 
 # ---------------------------------------------------------------- buckets in integers
@@ -478,11 +556,11 @@ def _inner(
     connection_id: str | None,
     filter: Filter,
 ) -> Any:
-    columns: list[Any] = [records.c.record_id.label("r_id")]
-    joined: Any = records
+    joined, key, where = _source(grant, connection_id, filter)
+    columns: list[Any] = [key.c.record_id.label("r_id")]
     if plan.field is not None:
         measured = field_values.alias("a_measured")
-        joined = joined.outerjoin(measured, _value_join(measured, "a_field"))
+        joined = joined.outerjoin(measured, _value_join(measured, "a_field", key))
         columns += [
             measured.c.kind.label("m_kind"),
             measured.c.num.label("m_num"),
@@ -491,7 +569,7 @@ def _inner(
         ]
     if plan.group_by is not None or plan.group_by_time is not None:
         grouped = field_values.alias("a_grouped")
-        joined = joined.outerjoin(grouped, _value_join(grouped, "a_group"))
+        joined = joined.outerjoin(grouped, _value_join(grouped, "a_group", key))
         if plan.group_by is not None:
             columns += [
                 func.coalesce(grouped.c.kind, literal("null")).label("g_kind"),
@@ -502,19 +580,19 @@ def _inner(
             spans = (
                 select(*_span_columns(grouped.c.instant))
                 .select_from(joined)
-                .where(*_where(grant, connection_id, filter))
+                .where(*where)
                 .group_by(_span(grouped.c.instant, plan))
                 .subquery("a_spans")
             )
             return _time_steps(plan, select(spans.c.p_records, *_parsed(spans.c.p_instant)))
         else:
             columns += _parsed(grouped.c.instant)
-    statement = select(*columns).select_from(joined).where(*_where(grant, connection_id, filter))
+    statement = select(*columns).select_from(joined).where(*where)
     if plan.metric == "sum" and not caps.sums_exactly:
         # Rule 2: each number's scale found once, then its parts, each step fenced
         number = case((measured.c.kind == literal("number"), measured.c.num), else_=null())
         statement = select(*columns, _scale(number).label("m_scale"), number.label("m_number"))
-        statement = statement.select_from(joined).where(*_where(grant, connection_id, filter))
+        statement = statement.select_from(joined).where(*where)
         scaled = statement.offset(0).subquery("a_measures")
         own = ("m_scale", "m_number", "m_mantissa")
         kept = [column for column in scaled.c if column.name not in own]
@@ -590,15 +668,63 @@ def _exact_order(sums: list[Any]) -> list[Any]:
     ]
 
 
+class _Built:
+    """Statements built (Rule 7), by `_statement_key` and dialect; emptied when full. Its
+    `cache_clear` is a `functools` cache's: what empties the builders' caches empties it."""
+
+    KEPT = 256
+    _statements: ClassVar[dict[tuple[Any, ...], Any]] = {}
+
+    @classmethod
+    def get(cls, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        found = cls._statements.get(key)
+        if found is None:
+            found = build()
+            if len(cls._statements) >= cls.KEPT:
+                cls._statements.clear()
+            cls._statements[key] = found
+        return found
+
+    @classmethod
+    def cache_clear(cls) -> None:
+        cls._statements.clear()
+
+
+def _statement_key(
+    plan: AggregatePlan, grant: StreamGrant, connection_id: str | None, filter: Filter
+) -> tuple[Any, ...]:
+    """Everything an aggregate statement's text depends on (Rule 7): the plan less what is
+    bound (field names, offsets and ranges, but for the number of offset changes and the
+    spans' prefix), the grant's shape, whether it names one connection, whether one connection
+    is asked for, and the filter (its values are in the statement)."""
+    offsets = plan.offsets
+    named = replace(
+        plan,
+        field=None if plan.field is None else "",
+        group_by=None if plan.group_by is None else "",
+        group_by_time=None if plan.group_by_time is None else "",
+        offsets=None,
+        ranges=None if plan.ranges is None else (),
+    )
+    steps = None if offsets is None else (len(offsets.changes), offsets.uniform_prefix)
+    one = grant.instance_ids is not None and len(grant.instance_ids) == 1
+    return (named, steps, grant_terms(grant)[0], one, connection_id is not None, filter)
+
+
 def aggregate(
     plan: AggregatePlan, grant: StreamGrant, connection_id: str | None, filter: Filter
 ) -> Execute:
-    """The aggregate (decoded by `aggregate_value` or, grouped, `aggregate_groups`)."""
+    """The aggregate (decoded by `aggregate_value` or, grouped, `aggregate_groups`), built
+    once per `_statement_key` and dialect (Rule 7)."""
     params = _params(grant, connection_id, plan)
+    key = _statement_key(plan, grant, connection_id, filter)
+
+    def cached(caps: Capabilities) -> Any:
+        return _Built.get((*key, caps.name), lambda: build(caps))
 
     def build(caps: Capabilities) -> Any:
         if plan.by_values:
-            return _by_values(plan, grant, connection_id, filter)
+            return _by_values(plan, caps, grant, connection_id, filter)
         rows = _inner(plan, caps, grant, connection_id, filter)
         metric = _metric(plan, caps, rows)
         if plan.group_by is None and plan.group_by_time is None:
@@ -623,7 +749,7 @@ def aggregate(
             .limit(plan.limit)
         )
 
-    return Execute(build, params)
+    return Execute(cached, params)
 
 
 def _bucket_keys(plan: AggregatePlan, rows: Any) -> list[Any]:
@@ -642,32 +768,44 @@ def _bucket_order(plan: AggregatePlan, rows: Any) -> list[Any]:
 
 
 def _by_values(
-    plan: AggregatePlan, grant: StreamGrant, connection_id: str | None, filter: Filter
+    plan: AggregatePlan,
+    caps: Capabilities,
+    grant: StreamGrant,
+    connection_id: str | None,
+    filter: Filter,
 ) -> Any:
     """Rule 5: a count by group over the grouping field's comparable rows alone: the groups
     with a key (a comparable form other than null; for time, a bucketed instant), ordered
     (`place`) and cut in SQL, with the number of records in all of them (`total`); then one row
-    with the number of visible records (`visible`, one count over `records`). The group whose
-    key is null holds the difference, and `aggregate_groups` places it. One statement, so one
-    snapshot for both counts; two branches of a `UNION ALL`, each reading one table (no
-    statement joins record tables but by `connection_id`)."""
+    with the number of visible records (`visible`, one count over `records`); for time buckets
+    counted as ranges (Rule 6), two more with the number of instants before and after the
+    ranges (`outside`). The group whose key is null holds the difference, and `aggregate_groups`
+    places it. One statement, so one snapshot for every count; branches of a `UNION ALL`, each
+    reading one table (no statement joins record tables but by `connection_id`)."""
     own = field_values.alias("a_grouped")
     rows = _own_rows(own, grant, connection_id, "a_group")
     if plan.group_by is not None:
+        kept = value_counts.alias("a_kept")
+        number = _kind(kept, "number")
         groups = (
             select(
-                own.c.kind.label("g_kind"),
-                own.c.text.label("g_text"),
-                _raw(own.c.num).label("g_num"),
-                func.count().label("p_records"),
+                kept.c.kind.label("g_kind"),
+                case((number, null()), else_=kept.c.text).label("g_text"),
+                _raw(case((number, kept.c.num), else_=null())).label("g_num"),
+                func.sum(kept.c.records).label("p_records"),
             )
-            .where(*rows, own.c.kind != literal_column("'null'"))
-            .group_by(own.c.kind, own.c.text, own.c.num)
+            .where(*_own_rows(kept, grant, connection_id, "a_group", own_value=False))
+            .group_by(kept.c.kind, kept.c.text, kept.c.num)
             .subquery("a_groups")
         )
         keys: list[Any] = [groups.c.g_kind, groups.c.g_text, groups.c.g_num]
         ordering = [groups.c.p_records.desc(), *keys]
         empty: list[Any] = [cast(null(), Text), cast(null(), Text), cast(null(), Numeric)]
+    elif plan.ranges is not None:
+        groups = _ranged_groups(plan, caps, own, rows)
+        keys = _bucket_keys(plan, groups)
+        ordering = _bucket_order(plan, groups)[1:]
+        empty = [cast(null(), BigInteger) for _ in keys]
     else:
         spans = (
             select(*_span_columns(own.c.instant))
@@ -695,6 +833,7 @@ def _by_values(
             func.sum(size).over().label("total"),
             func.row_number().over(order_by=ordering).label("place"),
             cast(null(), BigInteger).label("visible"),
+            cast(null(), BigInteger).label("outside"),
         )
         .order_by(*ordering)
         .limit(plan.limit)
@@ -703,8 +842,71 @@ def _by_values(
         *(column.label(key.name) for column, key in zip(empty, keys, strict=True)),
         *(cast(null(), BigInteger).label(name) for name in ("value", "records", "total", "place")),
         func.count().label("visible"),
+        cast(null(), BigInteger).label("outside"),
     ).where(*_where(grant, connection_id, filter))
-    return union_all(select(keyed.subquery("a_keyed")), counted.select_from(records))
+    branches = [select(keyed.subquery("a_keyed")), counted.select_from(records)]
+    if plan.ranges is not None:
+        nothing = [*(null_key.label(key.name) for null_key, key in zip(empty, keys, strict=True))]
+        nothing += [cast(null(), BigInteger).label(name) for name in _COUNTS]
+        for low, high in (("a_first", "a_low"), ("a_high", "a_end")):
+            outside = _outside(own, rows, low, high).label("outside")
+            branches.append(select(*nothing, outside))
+    return union_all(*branches)
+
+
+_COUNTS = ("value", "records", "total", "place", "visible")
+
+
+def _ranged_groups(plan: AggregatePlan, caps: Capabilities, own: Any, rows: tuple[Any, ...]) -> Any:
+    """Rule 6: time buckets with their records, each range (`plan.ranges`, bound as one JSON
+    parameter) counted in the field's own instants' index (`ix_field_values_own_instants`: a
+    search and a walk, no row read), the ranges' counts added per bucket."""
+    hour = plan.granularity == "hour"
+    columns = [("r_start", True), ("r_end", True), ("r_bucket", False)]
+    ranges = bound_rows(caps, "a_ranges", (*columns, *([("r_offset", False)] if hour else [])))
+    inside = (
+        select(func.count())
+        .where(
+            *rows,
+            own.c.instant.is_not(None),
+            own.c.instant >= ranges.c.r_start,
+            own.c.instant < ranges.c.r_end,
+        )
+        .scalar_subquery()
+    )
+    keys = [ranges.c.r_bucket.label("g_bucket")]
+    if hour:
+        keys.append(ranges.c.r_offset.label("g_offset"))
+    # fenced: each range counted once (inlined, Postgres counted it again for the `HAVING`)
+    counted = select(*keys, inside.label("p_records")).offset(0).subquery("a_counted")
+    grouping = [counted.c.g_bucket] + ([counted.c.g_offset] if hour else [])
+    size = func.sum(counted.c.p_records)
+    return (
+        select(*grouping, size.label("p_records"))
+        .group_by(*grouping)
+        .having(size > 0)
+        .subquery("a_groups")
+    )
+
+
+def _outside(own: Any, rows: tuple[Any, ...], low: str, high: str) -> Any:
+    """Rule 6: the field's own instants from `low` to `high`, bound: before the ranges (from
+    `FIRST_INSTANT`) or after them (to `END_INSTANT`), written since their range was read. A
+    range of the index, empty as a rule; each in a branch of its own, one table per branch."""
+    instant = own.c.instant
+    return (
+        select(func.count())
+        .where(*rows, instant.is_not(None), instant >= bindparam(low), instant < bindparam(high))
+        .scalar_subquery()
+    )
+
+
+def ranges_missed(plan: AggregatePlan, rows: Rows) -> bool:
+    """Whether a count by time bucket as ranges (Rule 6) saw instants outside its ranges: its
+    answer would misplace them, and the operation asks again per span."""
+    if plan.ranges is None:
+        return False
+    return any(int(row["outside"] or 0) > 0 for row in rows)
 
 
 # ---------------------------------------------------------------- decoding

@@ -38,16 +38,18 @@ Rules:
    record. The window is tested inside each look-up (`in_window_after`), so an instant is never
    named twice. (Naming it once per use, as Rule 1 reads, gave Postgres 40 correlated
    look-ups a statement, whose estimated cost JIT-compiled it: seconds for a page.)
-6. The statement is built once per grant shape, whether the grant names fields, the filter,
-   and how many connections the positions name (`_walk`); everything else is a parameter, so a
-   page costs one cached plan, not a compile.
+6. The statement is built once per shape (`shapes.per_shape`): the grant's and the filter's
+   (`shapes.shaped`: which terms, operators and value kinds), whether the grant names fields,
+   and how many connections the positions name (`_walk`). Everything else is a named
+   parameter: the grant's values (`g_*`, `c_fields`), the filter's fields and values
+   (`q_f<n>_*`), the positions (`c_conn_<i>`, `c_after_<i>`), the connection and the limit.
+   So a page costs one cached plan, not a compile, and no value is ever statement text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -72,10 +74,11 @@ from pdpp_store._core.grants import StreamGrant
 
 from . import visibility
 from .dialects import IdList, id_set
-from .filters import filter_condition
+from .filters import FilterShape, shaped_condition
 from .requests import Execute, Rows
+from .shapes import per_shape, shaped
 from .tables import EXISTENCE, change_counters, change_log, fields, records
-from .visibility import GrantShape, grant_terms, same_record
+from .visibility import GrantShape, same_record
 
 __all__ = ["ChangeRow", "change_rows", "changes_page", "counter_tops", "tops"]
 
@@ -192,8 +195,7 @@ def changes_page(
 ) -> Execute:
     """The next `limit` records whose view changed after `positions` (per connection, the last
     change seen) in (connection_id, change_seq) order (Rules 1-4), decoded by `change_rows`."""
-    shape, terms = grant_terms(grant)
-    params: dict[str, Any] = dict(terms)
+    shape, filtered, params = shaped(grant, filter)
     every_field = grant.fields is None
     if not every_field:
         params["c_fields"] = sorted(grant.fields or ())
@@ -207,42 +209,23 @@ def changes_page(
         params["c_scope"] = connection_id
     params["q_limit"] = limit
     statement = _walk(
-        shape,
-        every_field,
-        filter,
-        filter.canonical,
-        named=len(named),
-        scoped=connection_id is not None,
+        shape, filtered, every_field=every_field, named=len(named), scoped=connection_id is not None
     )
     return Execute(statement, params)
 
 
-@lru_cache(maxsize=256)
+@per_shape
 def _walk(
-    shape: GrantShape,
-    every_field: bool,
-    filter: Filter,
-    canonical: str,
-    *,
-    named: int,
-    scoped: bool,
+    shape: GrantShape, filtered: FilterShape, *, every_field: bool, named: int, scoped: bool
 ) -> Select[Any]:
-    """The walk's statement, built once per shape (Rule 6): the grant's values, the positions,
-    the connection and the limit are parameters; a filter's values are the statement's own, so
-    the filter is part of the key, with its canonical text (which tells `1` from `true`)."""
-    return _build_walk(shape, every_field, filter, named, scoped)
-
-
-def _build_walk(
-    shape: GrantShape, every_field: bool, filter: Filter, named: int, scoped: bool
-) -> Select[Any]:
+    """The walk's statement, built once per shape (Rule 6)."""
     rule = _Relevance(shape, every_field=every_field)
     logged = change_log.alias("cl")
     other = change_log.alias("cl_other")
     static = visibility.visible_records(
         shape._replace(time_field=False, since=False, until=False), with_deleted=True
     )
-    live = and_(visibility.visible_records(shape), filter_condition(filter, records))
+    live = and_(visibility.visible_records(shape), shaped_condition(filtered, records))
     since = [
         and_(
             logged.c.connection_id == bindparam(f"c_conn_{number}"),

@@ -68,6 +68,7 @@ __all__ = [
     "exact_numeric",
     "greatest",
     "id_set",
+    "insert_adding",
     "insert_ignoring",
     "key_text",
     "least",
@@ -276,6 +277,20 @@ def insert_ignoring(table: Any, caps: Capabilities) -> Insert:
     Cached: a driver compiles a statement once per statement object."""
     statement: Insert = _INSERTS[caps.name](table).on_conflict_do_nothing()
     return statement
+
+
+def insert_adding(table: Any, caps: Capabilities, rows: Any, added: str) -> Insert:
+    """An INSERT into `table` of the rows `rows` selects (columns named as `table`'s, in its
+    order), which adds a row's `added` to the stored row's where its key is already there
+    (`ON CONFLICT DO UPDATE`), in the dialect's own construct."""
+    names = [column.name for column in table.columns]
+    statement = _INSERTS[caps.name](table).from_select(names, rows)
+    key = [column.name for column in table.primary_key.columns]
+    adding: Insert = statement.on_conflict_do_update(
+        index_elements=key,
+        set_={added: table.c[added] + statement.excluded[added]},
+    )
+    return adding
 
 
 _INSERTS: dict[str, Callable[[Any], Any]] = {

@@ -19,8 +19,8 @@ Rules:
 5. The projected fields are read only for the page's keys and only for the granted paths chosen
    in Python before the statement is built; text-like values come as their first
    `preview_chars` code points (one chunk at most).
-6. Each page and count statement is built once per shape (`functools` caches): the grant's
-   shape (`GrantShape`), the filter's (`filters.filter_shape`: operators and value kinds),
+6. Each page and count statement is built once per shape (`shapes.per_shape`): the grant's
+   and the filter's shapes (`shapes.shaped`: which terms, operators and value kinds),
    whether one connection is asked and how many are covered, the order's kind and direction,
    which clause leads and which ranges bound the order value, and whether a cursor positions
    the page. Everything else is a named parameter: the grant's values (`g_*`), the filter's
@@ -36,7 +36,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cache, lru_cache, partial
+from functools import cache, partial
 from typing import Any, Literal
 
 from sqlalchemy import (
@@ -59,7 +59,6 @@ from . import visibility
 from .dialects import BoundColumns, Capabilities, ExactNumber, bound_rows
 from .filters import (
     FilterShape,
-    filter_shape,
     named,
     range_bound,
     shaped_clause_rows,
@@ -67,6 +66,7 @@ from .filters import (
 )
 from .reads import FIELD_META, field_info
 from .requests import Execute, Rows
+from .shapes import per_shape, shaped
 from .tables import field_chunks, field_values, fields, records
 from .visibility import GrantShape, grant_terms, in_ids, kind_in, same_record
 
@@ -103,10 +103,9 @@ def _scope(shape: GrantShape, scoped: bool) -> ColumnElement[bool]:
 def _params(
     grant: StreamGrant, filter: Filter, connection_id: str | None = None
 ) -> tuple[GrantShape, FilterShape, dict[str, Any]]:
-    """The grant's and the filter's shapes, and the parameters of both (Rule 6)."""
-    shape, terms = grant_terms(grant)
-    filtered, params = filter_shape(filter)
-    params.update(terms)
+    """The grant's and the filter's shapes, and the parameters of both and of the connection
+    asked (Rule 6)."""
+    shape, filtered, params = shaped(grant, filter)
     if connection_id is not None:
         params["q_conn"] = connection_id
     return shape, filtered, params
@@ -169,7 +168,7 @@ def key_page(
     return Execute(statement, params)
 
 
-@lru_cache(maxsize=256)
+@per_shape
 def _key_page(
     shape: GrantShape, filtered: FilterShape, scoped: bool, direction: Direction, after: bool
 ) -> Select[Any]:
@@ -245,7 +244,7 @@ def valued_page(
     return Execute(statement, params)
 
 
-@lru_cache(maxsize=256)
+@per_shape
 def _valued_page(
     shape: GrantShape,
     filtered: FilterShape,
@@ -312,7 +311,7 @@ def few_matches(
     return Execute(statement, params)
 
 
-@lru_cache(maxsize=256)
+@per_shape
 def _few_matches(shape: GrantShape, filtered: FilterShape, number: int, count: int) -> Select[Any]:
     matching = (
         select(literal_column("1").label("one"))
@@ -377,7 +376,7 @@ def missing_page(
     return Execute(statement, params)
 
 
-@lru_cache(maxsize=256)
+@per_shape
 def _missing_page(
     shape: GrantShape,
     filtered: FilterShape,
@@ -456,7 +455,7 @@ def record_count(
     return Execute(statement, params)
 
 
-@lru_cache(maxsize=256)
+@per_shape
 def _record_count(
     shape: GrantShape, filtered: FilterShape, scoped: bool, driven: int | None, count: int
 ) -> Select[Any]:

@@ -31,7 +31,11 @@ Rules:
    equality of any non-number kind (`kind`, `text`), numbers (`num`, `record_id`) and instants
    (`instant`, `record_id`), the last two shaped for ranges and keyset order; and a field's
    own values (`element`, then every column a group key reads: `kind`, `text`, `num`,
-   `instant`), so an aggregate grouping by the field reads the index alone (migration 0013).
+   `instant`), so an aggregate grouping by the field reads the index alone (migration 0013);
+   and a field's own instants (`instant`, of the rows `element = 0` with an instant only: a
+   partial index), so a count by time bucket is one index range per bucket (migration 0014).
+   `records` is indexed by `(connection_id, stream, deleted)`: a stream's live records are
+   counted from that index alone (migration 0014).
 9. Every change of a record (insert, update, delete) takes the next value of its connection's
    change sequence: `change_counters.last_change_seq` is raised in the write's transaction (the
    row lock orders concurrent writers on Postgres, `BEGIN IMMEDIATE` on SQLite) and the record
@@ -50,7 +54,16 @@ Rules:
    change value, for the look-ups of one record's later changes (a range on the change value
    within one record: with the path before it, SQLite searched the whole connection's later
    changes by the key instead).
-11. The word index (migration 0015; `_core.words`, docs/decisions.md "The word index"):
+11. `value_counts` holds, per connection, stream, field and own value, the number of live
+   records whose field has that value: exactly `count(*)` of the `field_values` rows with
+   `element` 0 and a `kind` other than `null`, grouped by `(connection_id, stream, path, kind,
+   text, num)`, the rows a count by group reads (`_sql.aggregates` Rule 5). The key's columns
+   are NOT NULL, so the key is unique on both databases: `text` is '' for a number and `num` 0
+   for a string or boolean (the kind says which one is the value). Every write changes it in
+   its own transaction with the rows it writes and removes (`_sql.values` Rule 5); a key whose
+   count reaches 0 is removed in the same transaction (`ix_value_counts_spent`, a partial index
+   of the rows at 0, finds them). Migration 0016.
+12. The word index (migration 0015; `_core.words`, docs/decisions.md "The word index"):
    `search_words` holds one row per text-like field and distinct word of its folded scored
    prefix (`relevance.SCORE_CHARS` code points), with the word's count and the field's whole
    length, written and deleted with the field in the same transaction; `ix_search_words_word`
@@ -108,6 +121,7 @@ __all__ = [
     "search_vocabulary",
     "search_words",
     "streams",
+    "value_counts",
 ]
 
 BLOB_CHUNK_BYTES = 64 * 1024
@@ -239,6 +253,7 @@ records = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("change_seq", BigInteger, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("connection_id", "stream", "record_id"),
+    Index("ix_records_live", "connection_id", "stream", "deleted"),
 )
 
 EXISTENCE = ""
@@ -289,6 +304,9 @@ field_chunks = Table(
     PrimaryKeyConstraint("connection_id", "stream", "record_id", "path", "chunk_no"),
 )
 
+OWN_INSTANTS = "element = 0 AND instant IS NOT NULL"
+"""The rows of `ix_field_values_own_instants` (Rule 8): a field's own value that is an instant."""
+
 field_values = Table(
     "field_values",
     metadata,
@@ -306,6 +324,33 @@ field_values = Table(
     Index(
         "ix_field_values_groups",
         *("connection_id", "stream", "path", "element", "kind", "text", "num", "instant"),
+    ),
+    Index(
+        "ix_field_values_own_instants",
+        *("connection_id", "stream", "path", "instant"),
+        sqlite_where=text(OWN_INSTANTS),
+        postgresql_where=text(OWN_INSTANTS),
+    ),
+)
+
+SPENT_COUNTS = "records = 0"
+
+value_counts = Table(
+    "value_counts",
+    metadata,
+    Column("connection_id", key_text(), nullable=False),
+    Column("stream", key_text(), nullable=False),
+    Column("path", key_text(), nullable=False),
+    Column("kind", key_text(), nullable=False),
+    Column("text", key_text(), nullable=False),
+    Column("num", Numeric, nullable=False),
+    Column("records", BigInteger, nullable=False),
+    PrimaryKeyConstraint("connection_id", "stream", "path", "kind", "text", "num"),
+    Index(
+        "ix_value_counts_spent",
+        "connection_id",
+        sqlite_where=text(SPENT_COUNTS),
+        postgresql_where=text(SPENT_COUNTS),
     ),
 )
 

@@ -19,6 +19,15 @@ Rules:
    follow (`_ops.writes.register_manifest`): rows of fields no longer declared are removed
    (`delete_path_values`), and fields newly declared are read back (`short_values`: only what
    can have a comparable form, a page of records at a time) and valued as a write would.
+5. `value_counts` (`tables` Rule 11) changes with `field_values`, in the same transaction, one
+   statement per batch each way: the rows a write inserts are counted in Python and added by
+   key (`count_values`: an upsert per distinct value, `ON CONFLICT DO UPDATE`); the rows it is
+   about to remove are counted in SQL and subtracted before they go (`uncount_values`,
+   `uncount_record_values`), and the keys left at 0 removed at once (`spent_counts`), so no
+   key of a vanished value remains. A field no longer declared loses its counts with its rows
+   (`delete_path_values`). Writers of one connection are already serialised by the change
+   counter's row lock (Rule 3), which a manifest's revaluing takes too (`lock_changes`), and
+   keys lead with `connection_id`, so the counts add no contention between connections.
 """
 
 from __future__ import annotations
@@ -28,12 +37,23 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, delete, insert, or_, select, update
+from sqlalchemy import (
+    Select,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.sql.base import Executable
 
 from pdpp_store._core.filters import MAX_COMPARABLE_CHARS
 
-from .dialects import Capabilities, exact_number
+from .dialects import Capabilities, bound_rows, exact_number, insert_adding
 from .requests import DriverSQL, Execute, Rows
 from .tables import (
     change_counters,
@@ -43,6 +63,7 @@ from .tables import (
     fields,
     manifests,
     records,
+    value_counts,
 )
 
 __all__ = [
@@ -51,6 +72,7 @@ __all__ = [
     "connection_ids",
     "connection_manifest",
     "connector_connections",
+    "count_values",
     "delete_path_values",
     "delete_record_values",
     "delete_values",
@@ -58,9 +80,12 @@ __all__ = [
     "insert_values",
     "live_record_ids",
     "live_record_page",
+    "lock_changes",
     "short_values",
     "stored_short_values",
     "take_change_seqs",
+    "uncount_record_values",
+    "uncount_values",
 ]
 
 VALUE_COLUMNS = tuple(column.name for column in field_values.columns)
@@ -97,6 +122,133 @@ def _insert_values(caps: Capabilities) -> DriverSQL:
         exact_number(marker, caps) if name == "num" else marker for name in VALUE_COLUMNS
     )
     return DriverSQL(f"INSERT INTO field_values ({', '.join(VALUE_COLUMNS)}) VALUES ({markers})")
+
+
+_COUNT_COLUMNS = ("connection_id", "stream", "path", "kind", "text", "num")
+_POSITION = {name: number for number, name in enumerate(VALUE_COLUMNS)}
+
+
+def count_values(rows: Sequence[Sequence[Any]]) -> Execute | None:
+    """`value_counts` raised by the rows of `field_values` a write inserts (`insert_values`'
+    tuples), Rule 5: their own values (`element` 0, not null) counted by key, one upsert per
+    distinct key (a `DriverSQL` executemany); None when none counts."""
+    at = _POSITION
+    counted: dict[tuple[Any, ...], int] = {}
+    for row in rows:
+        kind = row[at["kind"]]
+        if row[at["element"]] != 0 or kind == "null":
+            continue
+        number = kind == "number"
+        key = (
+            row[at["connection_id"]],
+            row[at["stream"]],
+            row[at["path"]],
+            kind,
+            "" if number else row[at["text"]],
+            row[at["num"]] if number else 0,
+        )
+        counted[key] = counted.get(key, 0) + 1
+    if not counted:
+        return None
+    return Execute(
+        _count_values, rows=[(*key, n) for key, n in sorted(counted.items(), key=_by_key)]
+    )
+
+
+def _by_key(item: tuple[tuple[Any, ...], int]) -> tuple[Any, ...]:
+    key = item[0]
+    return (*key[:5], float(key[5]))
+
+
+@cache
+def _count_values(caps: Capabilities) -> DriverSQL:
+    marker = caps.positional_marker
+    columns = (*_COUNT_COLUMNS, "records")
+    markers = ", ".join(exact_number(marker, caps) if name == "num" else marker for name in columns)
+    return DriverSQL(
+        f"INSERT INTO value_counts ({', '.join(columns)}) VALUES ({markers})"
+        f" ON CONFLICT ({', '.join(_COUNT_COLUMNS)})"
+        " DO UPDATE SET records = value_counts.records + excluded.records"
+    )
+
+
+def uncount_values(
+    connection_id: str, stream: str, pairs: Sequence[tuple[str, str]]
+) -> tuple[Execute, Execute]:
+    """`value_counts` lowered by the `field_values` rows of the listed `(record_id, path)` pairs
+    of a connection's stream, which the write is about to remove, then its keys at 0 removed
+    (Rule 5): two statements whatever the number of pairs (bound as one JSON parameter)."""
+    params = {
+        "u_conn": connection_id,
+        "u_stream": stream,
+        "u_pairs": json.dumps([list(pair) for pair in pairs]),
+    }
+    return Execute(_uncount_pairs, params), spent_counts(connection_id)
+
+
+def uncount_record_values(
+    connection_id: str, stream: str, record_id: str
+) -> tuple[Execute, Execute]:
+    """`value_counts` lowered by every `field_values` row of one record (it is being deleted),
+    then its keys at 0 removed (Rule 5)."""
+    params = {"u_conn": connection_id, "u_stream": stream, "u_record": record_id}
+    return Execute(_uncount_record, params), spent_counts(connection_id)
+
+
+def spent_counts(connection_id: str) -> Execute:
+    """The connection's `value_counts` keys at 0 removed (`ix_value_counts_spent`)."""
+    return Execute(_spent_counts(), {"u_conn": connection_id})
+
+
+@cache
+def _spent_counts() -> Any:
+    return delete(value_counts).where(
+        value_counts.c.connection_id == bindparam("u_conn"),
+        value_counts.c.records == literal_column("0"),
+    )
+
+
+def _own_counted(caps: Capabilities, *conditions: Any) -> Any:
+    """`value_counts` lowered by the own values (`element` 0, not null) of the `field_values`
+    rows meeting `conditions` in the bound connection's stream: their number by key, negated,
+    added to the stored counts (`ON CONFLICT DO UPDATE`; the keys are there, as those rows
+    were counted when written)."""
+    text = func.coalesce(field_values.c.text, literal_column("''"))
+    num = func.coalesce(field_values.c.num, literal_column("0"))
+    key = (field_values.c.connection_id, field_values.c.stream, field_values.c.path)
+    counted = (
+        select(*key, field_values.c.kind, text, num, -func.count())
+        .where(
+            field_values.c.connection_id == bindparam("u_conn"),
+            field_values.c.stream == bindparam("u_stream"),
+            field_values.c.element == literal_column("0"),
+            field_values.c.kind != literal_column("'null'"),
+            *conditions,
+        )
+        .group_by(*key, field_values.c.kind, text, num)
+    )
+    return insert_adding(value_counts, caps, counted, "records")
+
+
+@cache
+def _uncount_pairs(caps: Capabilities) -> Any:
+    pairs = bound_rows(caps, "u_pairs", (("record_id", True), ("path", True)))
+    listed = and_(
+        field_values.c.record_id == pairs.c.record_id, field_values.c.path == pairs.c.path
+    )
+    return _own_counted(caps, listed)
+
+
+@cache
+def _uncount_record(caps: Capabilities) -> Any:
+    return _own_counted(caps, field_values.c.record_id == bindparam("u_record"))
+
+
+def lock_changes(connection_id: str) -> Execute:
+    """The connection's change counter locked until the write commits, not raised (Rule 5):
+    a manifest's revaluing of stored records waits for the connection's writers, as they wait
+    for each other."""
+    return take_change_seqs(connection_id, 0)
 
 
 def delete_values(rows: Sequence[Mapping[str, Any]]) -> Execute:
@@ -241,12 +393,18 @@ def stored_short_values(rows: Rows) -> dict[str, dict[str, Any]]:
     return found
 
 
-def delete_path_values(connection_id: str, stream: str, paths: Sequence[str]) -> Execute:
-    """Every comparable row of the listed fields in a connection's stream."""
-    return Execute(
-        delete(field_values).where(
-            field_values.c.connection_id == connection_id,
-            field_values.c.stream == stream,
-            field_values.c.path.in_(list(paths)),
+def delete_path_values(
+    connection_id: str, stream: str, paths: Sequence[str]
+) -> tuple[Execute, Execute]:
+    """Every comparable row of the listed fields in a connection's stream, and their counts
+    (Rule 5)."""
+    return tuple(  # type: ignore[return-value]
+        Execute(
+            delete(table).where(
+                table.c.connection_id == connection_id,
+                table.c.stream == stream,
+                table.c.path.in_(list(paths)),
+            )
         )
+        for table in (field_values, value_counts)
     )

@@ -12,8 +12,9 @@ Rules:
 4. Statements are cached per `GrantShape` (which optional terms a grant has), with the grant's
    values as parameters (`grant_params`), so a read costs one cached compile.
 5. A grant with no `resources` and no time constraint admits a live record by its key alone,
-   so a statement that needs only a field's comparable values may read `field_values` under
-   `visible_values` instead of joining `records` (the rows of deleted records are gone).
+   so a statement that needs only a field's comparable values may read `field_values` (or
+   the counts kept from it, `value_counts`) under `visible_values` instead of joining
+   `records` (the rows of deleted records are gone, and their counts with them).
 """
 
 from __future__ import annotations
@@ -141,15 +142,19 @@ def _grant_params(grant: StreamGrant, prefix: str) -> dict[str, Any]:
 
 
 def visible_records(
-    shape: GrantShape, prefix: str = "g", *, with_deleted: bool = False
+    shape: GrantShape, prefix: str = "g", *, with_deleted: bool = False, only: str | None = None
 ) -> ColumnElement[bool]:
     """A stream grant's terms as a condition on `records` (Rule 1), parameters named by
     `grant_params` with the same prefix. `with_deleted` leaves out the `deleted` term, for a
-    changes page's tombstones: a deleted record whose key the grant would show."""
+    changes page's tombstones: a deleted record whose key the grant would show. `only` names a
+    parameter bound to the grant's one connection, for a grant that names exactly one (as
+    `visible_values`): compared by equality, a range of an index rather than a join."""
     conditions: list[ColumnElement[bool]] = [records.c.stream == bindparam(f"{prefix}_stream")]
     if not with_deleted:
         conditions.append(records.c.deleted == False)  # noqa: E712 - SQL comparison
-    if shape.instances:
+    if shape.instances and only is not None:
+        conditions.append(records.c.connection_id == bindparam(only))
+    elif shape.instances:
         conditions.append(in_ids(records.c.connection_id, f"{prefix}_instances"))
     if shape.resources:
         conditions.append(in_ids(records.c.record_id, f"{prefix}_resources"))
@@ -174,16 +179,24 @@ def values_suffice(shape: GrantShape) -> bool:
     return not shape.resources and not shape.time_field
 
 
-def visible_values(shape: GrantShape, table: Any, prefix: str = "g") -> ColumnElement[bool]:
+def visible_values(
+    shape: GrantShape, table: Any, prefix: str = "g", *, only: str | None = None
+) -> ColumnElement[bool]:
     """A stream grant's terms as a condition on `field_values` (or an alias), Rule 5: true
     exactly for the comparable rows of the records `visible_records` admits, when
     `values_suffice(shape)`. A record's comparable rows are written and removed with its fields
     in the same transaction, and removed when it is deleted (`_sql.values` Rule 1), so every row
-    belongs to a live record: connection and stream are the whole of such a grant's terms."""
+    belongs to a live record: connection and stream are the whole of such a grant's terms.
+    `only` names a parameter bound to the grant's one connection, for a grant that names
+    exactly one: it is then compared by equality, which every planner reads as a range of an
+    index (a list parameter is a join, which keeps Postgres from reading an index's ends for
+    `min` and `max`)."""
     if not values_suffice(shape):
         raise ValueError("a grant with resources or a time constraint needs `records`")
     conditions: list[ColumnElement[bool]] = [table.c.stream == bindparam(f"{prefix}_stream")]
-    if shape.instances:
+    if shape.instances and only is not None:
+        conditions.append(table.c.connection_id == bindparam(only))
+    elif shape.instances:
         conditions.append(in_ids(table.c.connection_id, f"{prefix}_instances"))
     return and_(*conditions)
 

@@ -55,13 +55,28 @@ def grant_list(ctx: click.Context, grant_id: str | None) -> None:
 @grant_group.command("describe")
 @required_grant_option
 @click.option("--stream", metavar="STREAM", help="Only this granted stream.")
+@click.option("--limit", type=int, default=25, show_default=True, help="Streams a page (1..100).")
+@click.option("--after", metavar="STREAM", help="The streams after this one (a page's next).")
 @format_option()
 @click.pass_context
-def grant_describe(ctx: click.Context, grant: IO[bytes], stream: str | None, output: str) -> None:
-    """The granted streams: their fields (type, text or binary, role, searchable), what may be
-    asked of each (filters, order field, aggregations, views) and, over the records the grant
-    can see, their count, the order field's oldest and newest values and the last write."""
-    card = open_store(ctx).describe_grant(load_grant(grant), stream=stream).to_dict()
+def grant_describe(
+    ctx: click.Context,
+    *,
+    grant: IO[bytes],
+    stream: str | None,
+    limit: int,
+    after: str | None,
+    output: str,
+) -> None:
+    """The granted streams, a page at a time in name order: their fields (type, text or binary,
+    role, searchable), what may be asked of each (filters, order field, aggregations, views)
+    and, over the records the grant can see, their count, the order field's oldest and newest
+    values and the last write."""
+    card = (
+        open_store(ctx)
+        .describe_grant(load_grant(grant), stream=stream, limit=limit, after=after)
+        .to_dict()
+    )
     if output == "json":
         echo_json(card)
         return

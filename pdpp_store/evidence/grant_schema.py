@@ -16,6 +16,9 @@ Rules:
    `last_written_at` (the newest write of a visible record, ISO-8601 UTC, null when none) and
    `order.oldest`/`order.newest` (the order field's least and greatest instant or number among
    them; null when the field is not granted or no visible record holds one).
+5. The streams come a page at a time, in name order (docs/decisions.md, "`describe_grant` a
+   page at a time"): `has_more` says whether the grant names streams after the page, and `next`
+   is the ready `describe_grant` call that lists them (None on the last page).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ._schema import card, embedded
+from ._schema import card, embedded, nullable
+from .continuation import Continuation
 
 __all__ = ["FieldSchema", "GrantSchema", "StreamOrder", "StreamSchema"]
 
@@ -164,6 +168,7 @@ class StreamSchema:
 class GrantSchema:
     grant_id: str
     streams: tuple[StreamSchema, ...]
+    next: Continuation | None = None
 
     JSON_SCHEMA: ClassVar[dict[str, Any]] = card(
         "GrantSchema",
@@ -171,13 +176,21 @@ class GrantSchema:
             "object": {"const": "grant_schema"},
             "grant_id": {"type": "string"},
             "streams": {"type": "array", "items": embedded(StreamSchema.JSON_SCHEMA)},
+            "has_more": {"type": "boolean"},
+            "next": nullable(embedded(Continuation.JSON_SCHEMA)),
         },
-        ["object", "grant_id", "streams"],
+        ["object", "grant_id", "streams", "has_more", "next"],
     )
+
+    @property
+    def has_more(self) -> bool:
+        return self.next is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "object": "grant_schema",
             "grant_id": self.grant_id,
             "streams": [s.to_dict() for s in self.streams],
+            "has_more": self.has_more,
+            "next": None if self.next is None else self.next.to_dict(),
         }

@@ -328,7 +328,12 @@ def schema_text(schema: Mapping[str, Any], call: CallFormatter | None = None) ->
     figures, the order field and its bounds, what filters take, its fields as `[path, type,
     text|binary, role]`), each with the call that lists the stream's records."""
     streams = schema.get("streams", [])
-    out = [compact({"grant_id": schema.get("grant_id"), "streams": len(streams)})]
+    header: dict[str, Any] = {"grant_id": schema.get("grant_id"), "streams": len(streams)}
+    if schema.get("has_more"):
+        following = schema.get("next")
+        header["has_more"] = True
+        header["next"] = call(following) if call is not None and following else following
+    out = [compact(header)]
     for stream in streams:
         line: dict[str, Any] = {
             "stream": stream["name"],

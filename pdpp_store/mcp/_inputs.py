@@ -136,7 +136,11 @@ _TOOLS: dict[str, ToolInput] = {
     ),
     "schema": ToolInput(
         "describe_grant",
-        details={"stream": {"description": "Only this stream."}},
+        details={
+            "stream": {"description": "Only this stream."},
+            "limit": {"minimum": 1, "maximum": 100, "description": "Streams a page (25)."},
+            "after": {"description": "The streams after this one (a page's next)."},
+        },
     ),
     "query_records": ToolInput(
         "query_records",

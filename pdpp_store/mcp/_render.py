@@ -336,6 +336,7 @@ def schema_result(schema: Any) -> types.CallToolResult:
     for stream in card["streams"]:
         if stream["connection_ids"]:
             stream["list"] = {"tool": "query_records", "arguments": {"stream": stream["name"]}}
+    card["next"] = None if card["next"] is None else as_tool_call(card["next"])
     return types.CallToolResult(content=[_text(text)], structured_content=card)
 
 

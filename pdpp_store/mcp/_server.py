@@ -179,7 +179,7 @@ async def search(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> typ
 
 async def schema(store: AsyncStore, grant: Grant, raw: Mapping[str, Any]) -> types.CallToolResult:
     args = _arguments(raw, _ACCEPTED["schema"])
-    return render.schema_result(await store.describe_grant(grant, stream=args.get("stream")))
+    return render.schema_result(await store.describe_grant(grant, **args))
 
 
 async def query_records(

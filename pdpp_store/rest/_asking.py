@@ -1,8 +1,8 @@
 """The routes that ask (docs/contract.md §10's stage-3 table, §11): discovery and
 `query_records`, registered on `_routes.router` like the others.
 
-    GET /v1/schema                       describe_grant
-    GET /v1/streams                      describe_grant: the streams, as a list
+    GET /v1/schema                       describe_grant (a page of streams: `limit`, `after`)
+    GET /v1/streams                      describe_grant: the page's streams, as a list
     GET /v1/streams/{stream}             describe_grant(stream=...)
     GET /v1/streams/{stream}/records     query_records
 
@@ -32,7 +32,8 @@ from typing import Annotated, Any
 from fastapi import Path, Request, Response
 from fastapi.responses import JSONResponse
 
-from pdpp_store import BadRequest
+from pdpp_store import AsyncStore, BadRequest, Grant
+from pdpp_store.evidence import GrantSchema
 
 from ._conditionals import etag, none_match
 from ._deps import GrantDep, StoreDep
@@ -40,7 +41,7 @@ from ._params import Param, Params
 from ._routes import PRIVATE, _get
 from ._schemas import card_schema, error_responses, headers, json_response, ref
 
-__all__ = ["DISCOVERY_PARAMS", "RECORDS_PARAMS", "bracket_filter"]
+__all__ = ["DISCOVERY_PARAMS", "RECORDS_PARAMS", "STREAMS_PARAMS", "bracket_filter"]
 
 Stream = Annotated[str, Path(description="The stream (a safe name).")]
 
@@ -48,6 +49,11 @@ _NONE_MATCH = Param(
     "If-None-Match", str, "ETags the client holds: 304 if one is the answer's.", where="header"
 )
 DISCOVERY_PARAMS = Params(_NONE_MATCH)
+STREAMS_PARAMS = Params(
+    Param("limit", int, "Streams per page (default 25).", bounds={"minimum": 1, "maximum": 100}),
+    Param("after", str, "The streams after this one (the last of the previous page)."),
+    _NONE_MATCH,
+)
 RECORDS_PARAMS = Params(
     Param("connection_id", str, "Only this connection; needed for nothing else."),
     Param(
@@ -129,7 +135,7 @@ _NOT_MODIFIED = {
     summary="What the grant covers, what may be asked of each stream, and how much there is",
     operation_id="describe_grant",
     response_class=JSONResponse,
-    openapi_extra=DISCOVERY_PARAMS.openapi(),
+    openapi_extra=STREAMS_PARAMS.openapi(),
     responses={
         200: json_response(
             card_schema("GrantSchema"), "The grant schema (docs/contract.md §11.3).", sent=("ETag",)
@@ -139,8 +145,7 @@ _NOT_MODIFIED = {
     },
 )
 async def schema(request: Request, store: StoreDep, grant: GrantDep) -> Response:
-    DISCOVERY_PARAMS.parse(request)
-    return _tagged(request, (await store.describe_grant(grant)).to_dict())
+    return _tagged(request, (await _described(request, store, grant)).to_dict())
 
 
 @_get(
@@ -149,7 +154,7 @@ async def schema(request: Request, store: StoreDep, grant: GrantDep) -> Response
     summary="The granted streams, each with what may be asked and its figures",
     operation_id="list_streams",
     response_class=JSONResponse,
-    openapi_extra=DISCOVERY_PARAMS.openapi(),
+    openapi_extra=STREAMS_PARAMS.openapi(),
     responses={
         200: json_response(ref("StreamList"), "The granted streams.", sent=("ETag",)),
         **_NOT_MODIFIED,
@@ -157,9 +162,16 @@ async def schema(request: Request, store: StoreDep, grant: GrantDep) -> Response
     },
 )
 async def streams(request: Request, store: StoreDep, grant: GrantDep) -> Response:
-    DISCOVERY_PARAMS.parse(request)
-    described = (await store.describe_grant(grant)).to_dict()
-    return _tagged(request, {"object": "list", "data": described["streams"]})
+    described = (await _described(request, store, grant)).to_dict()
+    listed = {key: described[key] for key in ("has_more", "next")}
+    return _tagged(request, {"object": "list", "data": described["streams"], **listed})
+
+
+async def _described(request: Request, store: AsyncStore, grant: Grant) -> GrantSchema:
+    """`describe_grant`'s page of streams the query string asks for."""
+    args = STREAMS_PARAMS.parse(request)
+    limit = 25 if args["limit"] is None else args["limit"]
+    return await store.describe_grant(grant, limit=limit, after=args["after"])
 
 
 @_get(

@@ -137,10 +137,11 @@ def _continuation_arguments() -> dict[str, Any]:
         },
         "after_field": {**text, "description": "read_record: the fields after this path."},
         "fields": {**names, "description": "read_record: only these fields."},
-        "limit": {"type": "integer", "description": "search: hits per page."},
+        "limit": {"type": "integer", "description": "search, describe_grant: a page's size."},
         "streams": {**names, "description": "search: only these streams."},
         "connection_id": {**text, "description": "search, query_records: only this connection."},
         "stream": {**text, "description": "query_records: the stream."},
+        "after": {**text, "description": "describe_grant: the streams after this one."},
         "filter": {"type": "object", "description": "query_records: the filter (§11.1)."},
         "order": {**text, "description": "query_records: desc or asc."},
         "count": {**text, "description": "query_records: none or exact."},
@@ -184,12 +185,14 @@ def _components() -> dict[str, dict[str, Any]]:
     components["FieldWindowResponse"] = _hoisted(_field_window_response(), cards)
     components["StreamList"] = {
         "title": "StreamList",
-        "description": "The granted streams (GET /v1/streams).",
+        "description": "A page of the granted streams (GET /v1/streams).",
         "type": "object",
-        "required": ["object", "data"],
+        "required": ["object", "data", "has_more", "next"],
         "properties": {
             "object": {"const": "list"},
             "data": {"type": "array", "items": ref("StreamSchema")},
+            "has_more": {"type": "boolean"},
+            "next": {"anyOf": [ref("Continuation"), {"type": "null"}]},
         },
         "additionalProperties": False,
     }

@@ -7,6 +7,7 @@ filter keep the general path."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -16,6 +17,7 @@ from _aggregates import AGG_MANIFEST, CONNECTOR, STREAM, Question, expected
 from _fronts import StoreFront
 
 from pdpp_store import Grant, StreamGrant
+from pdpp_store._core.aggregates import bucket_ranges
 from pdpp_store._core.filters import Filter, parse_filter
 from pdpp_store._core.grants import TimeConstraint
 from pdpp_store._core.manifest import Manifest
@@ -166,3 +168,86 @@ def test_which_requests_count_by_values() -> None:
     assert not aggregate_sql.counts_by_values("sum", FAST, plain)
     for grant in SLOW:
         assert not aggregate_sql.counts_by_values("count", grant, plain)
+
+
+def _aggregate_statements(statements: list[str]) -> list[str]:
+    return [s for s in statements if "a_keyed" in s or "a_rows" in s or "a_spans" in s]
+
+
+@pytest.mark.parametrize("granularity", ["day", "week", "month", "year", "hour"])
+def test_time_buckets_are_ranges_of_the_instants_index_where_few(
+    store: StoreFront, granularity: str
+) -> None:
+    """Rule 6: buckets counted as bound ranges of instants where the range holds few of them
+    (the records span 17 months: every granularity but the hour), else per span; both the
+    oracle's answer."""
+    live = _loaded(store)
+    for zone in ZONES:
+        question = Question(group_by_time="when", granularity=granularity, time_zone=zone)
+        with _statements() as seen:
+            answer = _ask(store, FAST, question)
+        (statement,) = _aggregate_statements(seen.seen)
+        assert ("a_ranges" in statement) is (granularity != "hour"), question
+        assert ("a_spans" in statement) is (granularity == "hour"), question
+        assert answer == expected(question, FAST, live, Filter(())), question
+
+
+def test_instants_outside_the_ranges_are_counted_again_per_span(
+    store: StoreFront, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Instants written between reading the range and counting it lie outside the ranges: the
+    statement sees them (`ranges_missed`) and the operation asks again per span, so the answer
+    is still the oracle's (here the ranges are cut short by hand, as such a write would)."""
+    from pdpp_store._ops import aggregate as aggregate_op
+
+    live = _loaded(store)
+    cut: list[int] = []
+
+    def short(*args: Any) -> Any:
+        found = bucket_ranges(*args)
+        assert found is not None
+        cut.append(len(found))
+        return found[1:-1]
+
+    monkeypatch.setattr(aggregate_op, "bucket_ranges", short)
+    for zone in ZONES:
+        question = Question(group_by_time="when", granularity="month", time_zone=zone)
+        with _statements() as seen:
+            answer = _ask(store, FAST, question)
+        ranged, spans = _aggregate_statements(seen.seen)
+        assert "a_ranges" in ranged, question
+        assert "a_spans" in spans, question
+        assert answer == expected(question, FAST, live, Filter(())), question
+    assert cut
+    assert all(n > 2 for n in cut)
+
+
+@pytest.mark.parametrize("grant", [FAST, ONE, *SLOW], ids=["fast", "one", "resources", "time"])
+def test_an_equality_filter_drives_from_its_value_index(
+    store: StoreFront, grant: StreamGrant
+) -> None:
+    """Rule 8: a filter with an equality clause is driven by that clause's rows; under a grant
+    of connection and stream only `records` is not read, else each match is joined to it."""
+    live = _loaded(store)
+    values_only = grant in (FAST, ONE)
+    questions = [
+        Question("sum", "n"),
+        Question(),
+        Question(group_by="label"),
+        Question("max", "when", group_by="flag"),
+        Question(group_by_time="when", granularity="week", time_zone="Asia/Kolkata"),
+    ]
+    for raw in (
+        {"flag": True},
+        {"label": {"in": ["work", "home"]}, "n": {"gt": 0}},
+        {"tags": {"has": "a"}},
+    ):
+        parsed = parse_filter(raw, SPEC, grant)
+        for question in questions:
+            with _statements() as seen:
+                answer = _ask(store, grant, question, raw)
+            statement = seen.seen[-1]
+            assert "a_drive" in statement, (question, raw)
+            reads_records = re.search(r"\b(FROM|JOIN) records\b", statement) is not None
+            assert reads_records is not values_only, question
+            assert answer == expected(question, grant, live, parsed), (question, raw)

@@ -13,7 +13,7 @@ import pytest
 from _data import MAILBOX, OTHER_MAILBOX, grant, manifest, setup_mailbox
 from _fronts import StoreFront
 
-from pdpp_store import GrantSchema, StoreError
+from pdpp_store import Grant, GrantSchema, StoreError
 
 MS = "messages"
 
@@ -198,3 +198,106 @@ def test_a_stream_no_connection_declares_counts_nothing(store: StoreFront) -> No
     assert ghost["last_written_at"] is None
     assert ghost["filters"] == {}
     assert ghost["views"] == []
+
+
+def _walk(store: StoreFront, asked: Grant, **arguments: Any) -> list[dict[str, Any]]:
+    """Every page of `describe_grant`, following each page's `next`."""
+    pages: list[dict[str, Any]] = []
+    while True:
+        page = store.describe_grant(asked, **arguments).to_dict()
+        jsonschema.validate(page, GrantSchema.JSON_SCHEMA)
+        pages.append(page)
+        if page["next"] is None:
+            assert page["has_more"] is False
+            return pages
+        assert page["has_more"] is True
+        assert page["next"]["operation"] == "describe_grant"
+        arguments = dict(page["next"]["arguments"])
+        assert len(pages) < 100
+
+
+def test_streams_come_a_page_at_a_time(store: StoreFront) -> None:
+    """Without `stream`, a page of at most `limit` streams in name order, each described as
+    in one answer of every stream; `next` lists those after it, to the last page."""
+    load(store)
+    names = [MS, "attachments", "message_bodies", *(f"ghost_{n:02d}" for n in range(30))]
+    many = grant(*({"name": name} for name in names))
+    every = sorted(names)
+    whole = store.describe_grant(many, limit=100).to_dict()
+    assert [s["name"] for s in whole["streams"]] == every
+    assert (whole["has_more"], whole["next"]) == (False, None)
+    pages = _walk(store, many, limit=7)
+    assert [len(page["streams"]) for page in pages] == [7, 7, 7, 7, 5]
+    assert [s for page in pages for s in page["streams"]] == whole["streams"]
+    assert pages[0]["next"] == {
+        "operation": "describe_grant",
+        "arguments": {"after": every[6], "limit": 7},
+        "resource_uri": None,
+    }
+    # the default page is 25 streams, and its `next` says no limit
+    first = store.describe_grant(many).to_dict()
+    assert [s["name"] for s in first["streams"]] == every[:25]
+    assert first["next"]["arguments"] == {"after": every[24]}
+    # `after` is a position among names, not one the grant must name
+    assert [s.name for s in store.describe_grant(many, after="b").streams] == every[1:26]
+    assert store.describe_grant(many, after="zzz").to_dict()["streams"] == []
+    # `stream` is one stream, whatever the limit
+    assert [s.name for s in store.describe_grant(many, stream=MS, limit=1).streams] == [MS]
+
+
+def _wide_manifest(fields: int) -> dict[str, Any]:
+    properties = {f"f{n:04d}": {"type": "string"} for n in range(fields)}
+    properties["id"] = {"type": "string"}
+    return {
+        "connector_id": "pdpp-test-wide",
+        "streams": [
+            {"name": name, "primary_key": ["id"], "schema": {"properties": properties}}
+            for name in ("wide_a", "wide_b", "wide_c")
+        ],
+    }
+
+
+def test_a_page_of_streams_is_bounded_in_size(store: StoreFront) -> None:
+    """A page ends before the stream whose schema would take its JSON past the budget (at
+    least one stream a page), so one answer stays bounded however wide the manifests are."""
+    store.register_manifest(_wide_manifest(1000))
+    store.add_connection("cin_wide", "pdpp-test-wide")
+    wide = grant({"name": "wide_a"}, {"name": "wide_b"}, {"name": "wide_c"})
+    pages = _walk(store, wide)
+    assert [[s["name"] for s in page["streams"]] for page in pages] == [
+        ["wide_a"],
+        ["wide_b"],
+        ["wide_c"],
+    ]
+    for page in pages:
+        assert len(page["streams"][0]["fields"]) == 1001
+    # narrower streams share a page
+    narrow = grant(*({"name": name, "fields": ["id", "f0001"]} for name in ("wide_a", "wide_b")))
+    assert [len(page["streams"]) for page in _walk(store, narrow)] == [2]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "param"),
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 101}, "limit"),
+        ({"limit": True}, "limit"),
+        ({"limit": "5"}, "limit"),
+        ({"limit": None}, "limit"),
+        ({"after": ""}, "after"),
+        ({"after": "../x"}, "after"),
+        ({"after": 3}, "after"),
+        ({"after": "a", "stream": MS}, "after"),
+    ],
+)
+def test_bad_paging_arguments_are_typed_errors(
+    store: StoreFront, arguments: dict[str, Any], param: str
+) -> None:
+    load(store)
+    with pytest.raises(StoreError) as bad:
+        store.describe_grant(grant({"name": MS}), **arguments)
+    assert (bad.value.code, bad.value.http_status, bad.value.param) == (
+        "invalid_request",
+        400,
+        param,
+    )

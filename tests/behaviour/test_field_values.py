@@ -2,7 +2,8 @@
 databases and both fronts: after any run of upserts, updates and deletes, `field_values` holds
 exactly `comparable_rows` of each live record's latest state (a deleted record none), and every
 change took the next value of its connection's change sequence (so each record's latest change
-holds its number in the run, and identical upserts take none)."""
+holds its number in the run, and identical upserts take none); and `value_counts` holds exactly
+the count of each own value of `field_values` (no key of a vanished value left)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from _values import (
     STREAM,
     VALUES_MANIFEST,
     change_seqs,
+    counted_values,
     expected_values,
     spec,
+    stored_counts,
     stored_values,
 )
 from hypothesis import HealthCheck, given, settings
@@ -130,6 +133,7 @@ class _Model:
 
 def _check(url: str, connection_id: str, model: _Model) -> None:
     assert stored_values(url, connection_id) == expected_values(model.live)
+    assert stored_counts(url, connection_id) == counted_values(url, connection_id)
     seqs, last = change_seqs(url, connection_id)
     assert last == len(model.changes)
     assert {r: seq for r, (seq, _) in seqs.items()} == model.latest_change()
@@ -238,6 +242,7 @@ def test_stored_values_follow_a_manifest_that_declares_anew(db_url: str, front: 
             for connection_id, kept in live.items():
                 expected = expected_values({r["id"]: r for r in kept}, declared)
                 assert stored_values(db_url, connection_id) == expected
+                assert stored_counts(db_url, connection_id) == counted_values(db_url, connection_id)
 
         check(spec())
         store.register_manifest(redeclared)

@@ -101,7 +101,7 @@ def test_every_write_keeps_the_word_index(db_url: str) -> None:
 def test_the_word_index_migration_backfills_what_the_writer_wrote(db_url: str) -> None:
     _write(db_url)
     written, vocabulary = _word_rows(db_url), _vocabulary(db_url)
-    run_alembic(db_url, "downgrade", "0013")
+    run_alembic(db_url, "downgrade", "0014")
     engine = create_engine(sync_url(db_url))
     try:
         tables = set(inspect(engine).get_table_names())
@@ -155,5 +155,5 @@ def test_the_vocabulary_trigram_index_names_every_word_that_holds_a_term(db_url:
         for term in sorted(_terms(vocabulary)):
             expected = {row for row in vocabulary if term in row[3]}
             assert _containing(db_url, term) == expected, term
-        run_alembic(db_url, "downgrade", "0013")
+        run_alembic(db_url, "downgrade", "0014")
         run_alembic(db_url, "upgrade", "head")

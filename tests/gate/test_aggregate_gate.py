@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from _aggregates import AGG_MANIFEST, CONNECTOR, STREAM
+from _bites import breakable_monkeypatch
 from audit import BoundaryAudit
 
 from pdpp_store import Grant, Store, StoreError, StreamGrant
@@ -158,10 +159,7 @@ def test_no_aggregate_depends_on_what_the_grant_hides(loaded: Store) -> None:
 
 @pytest.fixture
 def breakable(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    try:
-        yield monkeypatch
-    finally:
-        monkeypatch.undo()
+    yield from breakable_monkeypatch(monkeypatch)
 
 
 def test_visibility_removed_from_the_aggregate_sql_fails_the_proofs(
@@ -171,7 +169,7 @@ def test_visibility_removed_from_the_aggregate_sql_fails_the_proofs(
 
     from pdpp_store._sql.tables import records
 
-    def only_the_stream(shape: Any, prefix: str = "g") -> Any:
+    def only_the_stream(shape: Any, prefix: str = "g", only: Any = None) -> Any:
         from sqlalchemy import bindparam
 
         return and_(records.c.stream == bindparam(f"{prefix}_stream"))
@@ -183,10 +181,14 @@ def test_visibility_removed_from_the_aggregate_sql_fails_the_proofs(
 
 # ------------------------------------------- counts over the grouping field's values alone
 
-VALUES_GRANT = Grant("gate-values", (StreamGrant(STREAM, ("c1", "c9"), GRANTED),))
-"""A grant of connection and stream only: counts by group read `field_values` alone
-(`_sql.aggregates` Rule 5), so what it hides is other connections, deleted records and the
-ungranted field."""
+VALUES_GRANTS = [
+    Grant("gate-values", (StreamGrant(STREAM, ("c1", "c9"), GRANTED),)),
+    Grant("gate-values-one", (StreamGrant(STREAM, ("c1",), GRANTED),)),
+]
+"""Grants of connection and stream only (two connections, and one: then compared by equality):
+counts by group read `field_values` alone (`_sql.aggregates` Rule 5), time buckets as ranges
+of its instants' index (Rule 6), and a filter's equality clause stands for its records (Rule
+8), so what they hide is other connections, deleted records and the ungranted field."""
 VALUES_QUESTIONS: list[dict[str, Any]] = [
     {"group_by": "label"},
     {"group_by": "flag", "limit": 1},
@@ -195,11 +197,22 @@ VALUES_QUESTIONS: list[dict[str, Any]] = [
         {"group_by_time": "when", "granularity": g, "time_zone": "Asia/Kolkata"}
         for g in ("hour", "month")
     ),
+    {"group_by_time": "when", "granularity": "day", "time_zone": "America/New_York", "limit": 2},
+    {"group_by_time": "when", "granularity": "week"},
+    {"filter": {"flag": True}, "metric": "sum", "field": "n"},
+    {"filter": {"flag": True}},
+    {"filter": {"label": "work"}, "group_by": "flag"},
+    {"filter": {"flag": True, "n": {"gt": 0}}, "metric": "max", "field": "when"},
+    {"filter": {"flag": True}, "group_by_time": "when", "granularity": "day"},
 ]
 
 
 def _values_answers(store: Store) -> list[Any]:
-    return [store.aggregate(VALUES_GRANT, STREAM, **q).to_dict() for q in VALUES_QUESTIONS]
+    return [
+        store.aggregate(grant, STREAM, **question).to_dict()
+        for grant in VALUES_GRANTS
+        for question in VALUES_QUESTIONS
+    ]
 
 
 def check_values_gate(store: Store) -> None:
@@ -215,7 +228,8 @@ def check_values_gate(store: Store) -> None:
     )
     with BoundaryAudit(store.engine) as audit:
         after = _values_answers(store)
-    for question, was, now in zip(VALUES_QUESTIONS, before, after, strict=True):
+    asked = [question for _ in VALUES_GRANTS for question in VALUES_QUESTIONS]
+    for question, was, now in zip(asked, before, after, strict=True):
         assert now == was, f"hidden records or fields changed the answer to {question}"
     for where in ("other_connection", "deleted", "ungranted_field"):
         assert not audit.saw(CANARIES[where]), f"the {where} canary leaked"
@@ -230,9 +244,38 @@ def test_visibility_removed_from_the_values_path_fails_the_proofs(
 ) -> None:
     from sqlalchemy import bindparam
 
-    def only_the_stream(shape: Any, table: Any, prefix: str = "g") -> Any:
+    def only_the_stream(shape: Any, table: Any, prefix: str = "g", only: Any = None) -> Any:
         return table.c.stream == bindparam(f"{prefix}_stream")
 
     breakable.setattr(visibility, "visible_values", only_the_stream)
+    with pytest.raises(AssertionError, match=r"changed the answer|leaked"):
+        check_values_gate(loaded)
+
+
+def test_counts_kept_wrong_by_the_write_path_fail_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The counts by value the write path keeps (`value_counts`, read for a count by
+    `group_by`): a delete that leaves its record's values counted fails the proof."""
+    from pdpp_store._sql import values as value_sql
+
+    breakable.setattr(value_sql, "uncount_record_values", lambda *args: ())
+    with pytest.raises(AssertionError, match=r"changed the answer|leaked"):
+        check_values_gate(loaded)
+
+
+def test_counts_kept_across_connections_fail_the_proofs(
+    loaded: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """Counts of another connection's values kept as the granted connection's fail the
+    proof."""
+    from pdpp_store._sql import values as value_sql
+
+    counted = value_sql.count_values
+
+    def as_c1(rows: Any) -> Any:
+        return counted([("c1", *row[1:]) for row in rows])
+
+    breakable.setattr(value_sql, "count_values", as_c1)
     with pytest.raises(AssertionError, match=r"changed the answer|leaked"):
         check_values_gate(loaded)

@@ -12,7 +12,9 @@ and grants drawn by its strategy, `describe_grant` must give, per granted stream
 3. `last_written_at` exactly when a record is visible;
 4. no unauthorized canary in the answer, and none crossing the database boundary
    (`BoundaryAudit`): discovery reads aggregates, never a value;
-5. an unusable grant refused with the oracle's code.
+5. an unusable grant refused with the oracle's code;
+6. a page at a time (`limit=1`, following `next`), the same streams as in one answer, each
+   page under the same checks.
 
 The proof bites: with the visibility condition removed from the statements (`true()`), the
 counts of hidden and deleted records come through and the checks fail.
@@ -73,16 +75,25 @@ def expected_stream(grant: GrantDict, name: str) -> dict[str, Any]:
     return {"record_count": len(shown), "order": order, "connection_ids": declaring}
 
 
+def _one_at_a_time(store: Any, grant: Grant) -> list[dict[str, Any]]:
+    pages = [store.describe_grant(grant, limit=1).to_dict()]
+    while pages[-1]["next"] is not None:
+        pages.append(store.describe_grant(grant, **pages[-1]["next"]["arguments"]).to_dict())
+    return pages
+
+
 def check_discovery(store: Any, grant: GrantDict) -> None:
     secret = forbidden(grant)
     engine = store.engine
+    pages: list[dict[str, Any]] = []
     with BoundaryAudit(engine) as audit:
         try:
             answer = store.describe_grant(Grant.from_dict(grant)).to_dict()
             error: StoreError | None = None
+            pages = _one_at_a_time(store, Grant.from_dict(grant))
         except StoreError as refused:
             answer, error = {}, refused
-    said = json.dumps(answer, ensure_ascii=False).lower()
+    said = json.dumps([answer, pages], ensure_ascii=False).lower()
     cells = "".join(v if isinstance(v, str) else "" for v in audit.values).lower()
     leaked = [c for c in secret if c.lower() in said or c.lower() in cells]
     assert not leaked, f"unauthorized canary in discovery: {leaked} under {grant}"
@@ -92,6 +103,8 @@ def check_discovery(store: Any, grant: GrantDict) -> None:
         assert error.code in codes
         return
     assert error is None, (error, grant)
+    assert [s for page in pages for s in page["streams"]] == answer["streams"], grant
+    assert [len(page["streams"]) for page in pages] == ([1] * len(answer["streams"]) or [0])
     streams = {s["name"]: s for s in answer["streams"]}
     for sg in grant["streams"]:
         got, want = streams[sg["name"]], expected_stream(grant, sg["name"])

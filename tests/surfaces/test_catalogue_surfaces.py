@@ -166,7 +166,7 @@ SERVED_INPUTS: dict[str, tuple[set[str], set[str]]] = {
         },
         {"field_path"},
     ),
-    "schema": ({"stream"}, set()),
+    "schema": ({"stream", "limit", "after"}, set()),
     "query_records": (
         {
             "stream",

@@ -438,6 +438,21 @@ def test_grant_describe_lists_the_granted_fields(url: str, tmp_path: Path) -> No
     (stream,) = schema["streams"]
     assert [field["path"] for field in stream["fields"]] == ["body_text"]
     assert stream["searchable_fields"] == ["body_text"]
+    assert (schema["has_more"], schema["next"]) == (False, None)
+
+
+def test_grant_describe_pages_the_streams(url: str, tmp_path: Path) -> None:
+    grant = write_grant(tmp_path, {"name": "message_bodies"}, {"name": "attachments"})
+    first = run(url, "grant", "describe", "--grant", grant, "--limit", "1")
+    assert first.exit_code == 0, first.stderr
+    page = json.loads(first.stdout)
+    assert [s["name"] for s in page["streams"]] == ["attachments"]
+    assert page["next"]["arguments"] == {"after": "attachments", "limit": 1}
+    rest = run(url, "grant", "describe", "--grant", grant, "--limit", "1", "--after", "attachments")
+    assert [s["name"] for s in json.loads(rest.stdout)["streams"]] == ["message_bodies"]
+    bad = run(url, "grant", "describe", "--grant", grant, "--limit", "0")
+    assert bad.exit_code == 1
+    assert "limit" in bad.stderr
 
 
 def test_blob_info_requires_a_grant(url: str) -> None:

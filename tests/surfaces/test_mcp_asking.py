@@ -113,7 +113,7 @@ async def test_tools_and_instructions_say_how_to_ask(ladder_url: str) -> None:
     }
     assert asked["properties"]["filter"]["type"] == "object"
     assert asked["properties"]["limit"]["maximum"] == 100
-    assert set(tools["schema"].input_schema["properties"]) == {"stream"}
+    assert set(tools["schema"].input_schema["properties"]) == {"stream", "limit", "after"}
     from pdpp_store.mcp._server import INSTRUCTIONS
 
     head = INSTRUCTIONS[:512]
@@ -133,6 +133,9 @@ async def test_schema_with_a_stream_shows_what_may_be_asked(ladder_url: str) -> 
             one = await call(client, "schema", {"stream": "message_bodies"})
             refused = await client.call_tool("schema", {"stream": "messages"})
             every = await call(client, "schema", {})
+            first = await call(client, "schema", {"limit": 1})
+            rest = await call(client, "schema", first.structured_content["next"]["arguments"])
+            bad = await client.call_tool("schema", {"limit": 0})
     finally:
         await store.close()
     data = one.structured_content
@@ -151,6 +154,17 @@ async def test_schema_with_a_stream_shows_what_may_be_asked(ladder_url: str) -> 
         "attachments",
         "message_bodies",
     ]
+    assert every.structured_content["next"] is None
+    # a page at a time, `next` the ready call (in the header line too)
+    paged = first.structured_content
+    assert [s["name"] for s in paged["streams"]] == ["attachments"]
+    ready = {"tool": "schema", "arguments": {"after": "attachments", "limit": 1}}
+    assert (paged["has_more"], paged["next"]) == (True, ready)
+    assert json_lines(first)[0]["next"] == ready
+    assert [s["name"] for s in rest.structured_content["streams"]] == ["message_bodies"]
+    assert rest.structured_content["has_more"] is False
+    assert bad.is_error
+    assert json.loads(texts(bad))["error"]["param"] == "limit"
 
 
 async def test_pages_continue_with_their_call(ladder_url: str) -> None:

@@ -65,6 +65,16 @@ def test_discovery_routes(server: Server, db_url: str) -> None:
     assert listed["object"] == "list"
     assert [s["name"] for s in listed["data"]] == ["attachments", "message_bodies"]
     assert listed["data"] == whole.json()["streams"]
+    assert (listed["has_more"], listed["next"]) == (False, None)
+
+    # a page at a time: `limit` and `after`, `next` the library call that goes on
+    first = _get(server, OWNER, "/v1/schema", {"limit": 1}).json()
+    assert first == _library(db_url, OWNER, "describe_grant", limit=1)
+    assert [s["name"] for s in first["streams"]] == ["attachments"]
+    assert first["next"]["arguments"] == {"after": "attachments", "limit": 1}
+    rest = _get(server, OWNER, "/v1/streams", first["next"]["arguments"]).json()
+    assert rest["data"] == whole.json()["streams"][1:]
+    assert (rest["has_more"], rest["next"]) == (False, None)
 
     one = _get(server, OWNER, BODIES).json()
     assert one == listed["data"][1]
@@ -91,6 +101,10 @@ def test_discovery_refusals(server: Server) -> None:
     _refused(_get(server, OWNER, "/v1/streams/a%5Cb"), 400, "invalid_request", "stream")
     _refused(_get(server, OWNER, "/v1/schema", {"stream": "x"}), 400, "invalid_request", "stream")
     _refused(_get(server, OWNER, "/v1/streams", {"q": "x"}), 400, "invalid_request", "q")
+    for bad in ("0", "101", "x", ""):
+        _refused(_get(server, OWNER, "/v1/schema", {"limit": bad}), 400, "invalid_request", "limit")
+    _refused(_get(server, OWNER, "/v1/streams", {"after": ".."}), 400, "invalid_request", "after")
+    _refused(_get(server, OWNER, BODIES, {"after": "a"}), 400, "invalid_request", "after")
     unauthorized = httpx.get(f"{server.base_url}/v1/schema")
     assert unauthorized.status_code == 401
     assert "Bearer" in unauthorized.headers["WWW-Authenticate"]

@@ -6,6 +6,8 @@
     _ops        operations as generators: no driver, no front
     surfaces    cli/, demo.py, rest/, mcp/: public names only (`pdpp_store`,
                 `pdpp_store.evidence`, and each other's public modules), never a `_private` one
+    door/       in levels: limits, refusals, the gate, then the protocol and the middleware
+                side by side; each module imports only the door's modules of lower levels
 
 Imports are read from every `import` and `from ... import` anywhere in a module (functions
 included, since a lazy import is still an import), with relative imports resolved.
@@ -311,6 +313,7 @@ SURFACE_EDGES: dict[tuple[str, str], str] = {
     ("pdpp_store.serve", "pdpp_store.door"): "the limits and origin checks it serves behind",
     ("pdpp_store.serve", "pdpp_store.door_headers"): "CORS and compression it serves behind",
     ("pdpp_store.door", "pdpp_store.http"): "refusals as the envelope, with the request id",
+    ("pdpp_store.door_headers", "pdpp_store.http"): "the ASGI types",
     ("pdpp_store.cli", "pdpp_store.serve"): "`pdpp-store serve`",
     ("pdpp_store.cli", "pdpp_store.auth"): "`pdpp-store serve --issuer ...`: its OAuth settings",
     ("pdpp_store.cli", "pdpp_store.demo"): "`pdpp-store demo`",
@@ -345,13 +348,13 @@ def test_no_surface_imports_another() -> None:
 
 
 def test_the_new_http_modules_import_only_public_names() -> None:
-    """`http`, `serve` and `auth` use the store's public names only (`auth`'s own private
-    modules are its own)."""
+    """`http`, `serve`, `auth` and the door use the store's public names only (`auth`'s and
+    the door's own private modules are their own)."""
     offenders = [
         f"{_module_name(path)} imports {name}"
-        for path in _modules("http", "serve", "auth", "access_log")
+        for path in _modules("http", "serve", "auth", "access_log", "door", "door_headers")
         for name in imports_of(path)
-        if _private(name) and not name.startswith("pdpp_store.auth.")
+        if _private(name) and not name.startswith(("pdpp_store.auth.", "pdpp_store.door."))
     ]
     assert offenders == []
 
@@ -378,6 +381,71 @@ def test_a_surface_importing_another_fails(tmp_path: Path, monkeypatch: pytest.M
         "pdpp_store.mcp._http imports pdpp_store.rest.create_app",
         "pdpp_store.rest._app imports pdpp_store.mcp",
         "pdpp_store.rest._app imports pdpp_store.mcp.http_app",
+    ]
+
+
+# ---------------------------------------------------------------- the door in levels
+
+DOOR_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_limits",),
+    ("_refusals",),
+    ("_gate",),
+    ("_protocol", "_middleware"),
+)
+"""The door's modules, lowest first: each may import the door's modules of lower levels only,
+never one of its own level or above, nor the package's face (`pdpp_store.door`, which re-exports
+every level). The protocol and the middleware stand side by side over the `Gate` they share:
+neither knows the other."""
+
+
+def door_crossings() -> list[str]:
+    """Every import inside the door that `DOOR_LAYERS` does not allow, and every module of the
+    door that no level names."""
+    level = {f"pdpp_store.door.{name}": i for i, names in enumerate(DOOR_LAYERS) for name in names}
+    found = []
+    for path in _modules("door"):
+        module = _module_name(path)
+        if module == "pdpp_store.door":
+            continue
+        if module not in level:
+            found.append(f"{module} is in no level")
+            continue
+        for name in modules_imported(path):
+            inside = name == "pdpp_store.door" or name.startswith("pdpp_store.door.")
+            if inside and level.get(name, len(DOOR_LAYERS)) >= level[module]:
+                found.append(f"{module} imports {name}")
+    return sorted(set(found))
+
+
+def test_the_door_imports_only_lower_levels() -> None:
+    for names in DOOR_LAYERS:
+        for name in names:
+            assert _modules(f"door/{name}"), name
+    assert door_crossings() == []
+
+
+def test_a_door_module_importing_its_level_or_above_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upward, sideways, lazy and relative imports inside the door, an import of its face, and
+    a module in no level are all caught; a downward import is not."""
+    package = tmp_path / "pdpp_store"
+    sources = {
+        "door/__init__.py": "from ._protocol import DoorProtocol\nfrom ._middleware import M\n",
+        "door/_limits.py": "def later():\n    from pdpp_store.door._gate import Gate\n",
+        "door/_gate.py": "from . import _limits\nfrom pdpp_store.door import Limits\n",
+        "door/_refusals.py": "import pdpp_store.door._limits\nfrom ._gate import Gate\n",
+        "door/_protocol.py": "from ._gate import Gate\nfrom ._middleware import M\n",
+        "door/_middleware.py": "from pdpp_store.door._refusals import answer\n",
+        "door/_extra.py": "",
+    }
+    _use_package(package, sources, monkeypatch)
+    assert door_crossings() == [
+        "pdpp_store.door._extra is in no level",
+        "pdpp_store.door._gate imports pdpp_store.door",
+        "pdpp_store.door._limits imports pdpp_store.door._gate",
+        "pdpp_store.door._protocol imports pdpp_store.door._middleware",
+        "pdpp_store.door._refusals imports pdpp_store.door._gate",
     ]
 
 
@@ -452,26 +520,32 @@ def test_an_upward_import_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 # ---------------------------------------------------------------- no circle
 
 
+def modules_imported(path: Path) -> set[str]:
+    """The modules `path` imports: `from a import b` counts as `a.b` when that is a module of
+    the tree under `PACKAGE`, else as `a`."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            origin = _origin(node, package)
+            for alias in node.names:
+                whole = f"{origin}.{alias.name}"
+                targets.add(whole if _is_module(whole) else origin)
+    return targets
+
+
 def import_graph() -> dict[str, set[str]]:
-    """Module → the modules of the package it imports (`from a import b` counts as `a.b` when
-    that is a module, else as `a`); a module's own ancestor packages are not edges, since
-    importing any submodule runs them first anyway."""
+    """Module → the modules of the package it imports (`modules_imported`); a module's own
+    ancestor packages are not edges, since importing any submodule runs them first anyway."""
     graph: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         module = _module_name(path)
-        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                origin = _origin(node, package)
-                for alias in node.names:
-                    whole = f"{origin}.{alias.name}"
-                    targets.add(whole if _is_module(whole) else origin)
         graph[module] = {
             target
-            for target in targets
+            for target in modules_imported(path)
             if _is_module(target) and target != module and not module.startswith(target + ".")
         }
     return graph

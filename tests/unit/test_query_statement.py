@@ -1,6 +1,7 @@
-"""`query_records`' page statements (`_sql.query` Rule 6, `_sql.filters` Rule 6), compiled
-without a database: one statement per shape of the grant, the filter and the order, with the
-grant's and the filter's values as bound parameters, never in the statement."""
+"""`query_records`' page statements (`_sql.query` Rule 6, `_sql.filters` Rule 6) and its
+changes walk (`_sql.changes` Rule 6), compiled without a database: one statement per shape of
+the grant, the filter and the order, with the grant's and the filter's values as bound
+parameters, never in the statement."""
 
 from __future__ import annotations
 
@@ -12,15 +13,25 @@ from sqlalchemy.engine import Dialect
 
 from pdpp_store import Grant
 from pdpp_store._core.filters import Bound, Comparable, Equals, Filter, OneOf, Range
+from pdpp_store._sql import changes as changes_sql
 from pdpp_store._sql import query as query_sql
 
 DIALECTS: list[Dialect] = [sqlite.dialect(), postgresql.dialect()]  # type: ignore[no-untyped-call]
 
 
-def _grant(conn: str, resources: list[str] | None = None) -> Any:
+def _grant(
+    conn: str,
+    resources: list[str] | None = None,
+    fields: list[str] | None = None,
+    since: str | None = None,
+) -> Any:
     stream: dict[str, Any] = {"name": "messages", "instance_ids": [conn]}
     if resources is not None:
         stream["resources"] = resources
+    if fields is not None:
+        stream["fields"] = fields
+    if since is not None:
+        stream["time_constraint"] = {"field": "at", "since": since}
     return Grant.from_dict({"grant_id": "g", "streams": [stream]}).stream("messages")
 
 
@@ -82,10 +93,13 @@ def test_one_page_statement_per_shape() -> None:
 
 @pytest.mark.parametrize("dialect", DIALECTS, ids=lambda dialect: dialect.name)
 def test_values_are_parameters_never_statement_text(dialect: Dialect) -> None:
-    """No value of the grant or of the filter, nor the order field's name, is in any page or
-    count statement: each is a named parameter of the cached statement."""
+    """No value of the grant or of the filter, nor the order field's name, is in any page,
+    count or changes statement: each is a named parameter of the cached statement."""
     secret = "zq-secret-value"
     grant = _grant("conn-zq", resources=["res-zq"])
+    windowed = _grant(
+        "conn-zq", resources=["res-zq"], fields=["sender", "at"], since="2031-01-01T00:00:00Z"
+    )
     ranged = Filter(
         (
             Equals("sender", Comparable("string", secret)),
@@ -93,7 +107,7 @@ def test_values_are_parameters_never_statement_text(dialect: Dialect) -> None:
         )
     )
     clause = ranged.clauses[1]
-    requests = [
+    pages: list[Any] = [
         _valued(grant, ranged, after=("2031-01-01T12:00:00Z", "conn-zq", "rec-zq")),
         _valued(grant, ranged, drive=clause),
         query_sql.key_page(
@@ -118,16 +132,55 @@ def test_values_are_parameters_never_statement_text(dialect: Dialect) -> None:
         query_sql.record_count(grant, ranged, connection_id=None, connections=["conn-zq"]),
         query_sql.record_count(grant, ranged, connection_id="conn-zq"),
     ]
-    for request in requests:
-        compiled = request.statement.compile(dialect=dialect)
-        assert not compiled.post_compile_params  # no list expanded at every execution
-        text = str(compiled)
-        for value in (secret, "zq", "2031", "'at'", "messages", "2000"):
-            assert value not in text, (value, text)
-        for name, bind in compiled.binds.items():  # a parameter given per call, or element 0
-            assert bind.required or bind.value == 0, (name, bind.value)
-        assert isinstance(request.params, dict)
-        assert "conn-zq" in request.params.values()
+    walks: list[Any] = [
+        changes_sql.changes_page(
+            walk_grant, ranged, connection_id=scope, positions=positions, limit=5
+        )
+        for walk_grant in (grant, windowed)
+        for scope, positions in (("conn-zq", {"conn-zq": 20310}), (None, {"conn-zq": 20310}))
+    ]
+    # the walk's own constants (a flag's 1 and 0, the empty instant and existence path)
+    constants = {"pages": (0,), "walks": (0, 1, "")}
+    for kind, requests in (("pages", pages), ("walks", walks)):
+        for request in requests:
+            compiled = request.statement.compile(dialect=dialect)
+            assert not compiled.post_compile_params  # no list expanded at every execution
+            text = str(compiled)
+            for value in (secret, "zq", "2031", "'at'", "'sender'", "messages", "2000"):
+                assert value not in text, (value, text)
+            for name, bind in compiled.binds.items():  # given per call, or a constant
+                assert bind.required or bind.value in constants[kind], (name, bind.value)
+            assert isinstance(request.params, dict)
+            assert "conn-zq" in request.params.values()
+            assert secret in request.params.values()
+
+
+def test_one_changes_statement_per_filter_shape() -> None:
+    """Filters of one shape (operators and value kinds) share the walk's statement, their
+    fields and values its parameters; another shape is another statement."""
+    grant = _grant("c1", fields=["sender", "at"], since="2026-01-01T00:00:00Z")
+
+    def walk(filter: Filter) -> Any:
+        return changes_sql.changes_page(
+            grant, filter, connection_id="c1", positions={"c1": 3}, limit=26
+        )
+
+    one, other = walk(_sender("alice@example.com")), walk(_sender("bob@example.com"))
+    assert one.statement is other.statement
+    assert (one.params["q_f0_0"], other.params["q_f0_0"]) == (
+        "alice@example.com",
+        "bob@example.com",
+    )
+    assert one.params["q_f0_path"] == "sender"
+    number = walk(Filter((Equals("sender", Comparable("number", 1)),)))
+    boolean = walk(Filter((Equals("sender", Comparable("boolean", True)),)))
+    assert len({id(one.statement), id(number.statement), id(boolean.statement)}) == 3
+    day = walk(Filter((_day("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"),)))
+    assert (
+        day.statement
+        is walk(Filter((_day("2024-03-01T00:00:00Z", "2024-03-05T00:00:00Z"),))).statement
+    )
+    assert day.statement is not one.statement
 
 
 def test_a_range_on_the_order_field_bounds_the_walk_by_parameters() -> None:
