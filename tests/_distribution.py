@@ -12,8 +12,10 @@ Rules:
    distribution column.
 3. In one statement, every reference to a record table is tied to the others by equality on
    `connection_id`: `a.connection_id = b.connection_id`, or both equal to the same single bind
-   parameter (a query routed to one shard). References in correlated subqueries count. The same
-   holds for blob tables and `blob_id`.
+   parameter (a query routed to one shard). References in correlated subqueries count, and so
+   does a derived table's, CTE's or `LATERAL` subquery's `connection_id` column that is a
+   reference's column unchanged (in every branch of a `UNION`). The same holds for blob
+   tables and `blob_id`.
 4. No statement touches both record tables and blob tables: they are distributed by different
    columns, so a blob is read in a second statement, after the granted record named it.
 
@@ -171,6 +173,29 @@ def _tie(
             components.union(ref, other)
 
 
+def _carried(source: Scope, name: str) -> list[tuple[int, str]]:
+    """The references whose column `name` a derived table, CTE or `LATERAL` subquery passes on
+    as its own column `name` unchanged (each branch of a set operation's; an expression of
+    the column passes on nothing): joining on its column is joining on theirs."""
+    if source.set_operation_scopes:
+        return [ref for branch in source.set_operation_scopes for ref in _carried(branch, name)]
+    expression = source.expression
+    if isinstance(expression, exp.Lateral):
+        query = expression.this.this if isinstance(expression.this, exp.Subquery) else None
+        inner = [s for s in source.sources.values() if isinstance(s, Scope) and s.expression is query]
+        return [ref for scope in inner for ref in _carried(scope, name)]
+    if not isinstance(expression, exp.Select):
+        return []
+    refs = []
+    for projection in expression.selects:
+        if projection.alias_or_name == name:
+            node = projection.this if isinstance(projection, exp.Alias) else projection
+            ref = _column_ref(source, node, name)
+            if ref is not None:
+                refs.append(ref)
+    return refs
+
+
 def statement_violations(sql: str, record_tables: Iterable[str]) -> list[str]:
     """Rules 3 and 4 on one Postgres statement."""
     records = frozenset(record_tables)
@@ -203,6 +228,10 @@ def _violations(tree: exp.Expr, records: frozenset[str]) -> list[str]:
             for in_ in scope.find_all(exp.In):
                 if len(in_.expressions) == 1:
                     _tie(scope, components, in_.this, in_.expressions[0], name)
+            for alias, source in scope.sources.items():
+                if isinstance(source, Scope):
+                    for ref in _carried(source, name):
+                        components.union((id(scope), alias), ref)
     problems: list[str] = []
     if nodes[RECORD_COLUMN] and nodes[BLOB_COLUMN]:
         problems.append("touches record tables and blob tables in one statement")

@@ -36,6 +36,9 @@ Rules:
    candidate is re-checked with `strpos` and kept to the searched groups in the statement.
    A shorter term has no trigram: its words are found by a scan of the searched paths'
    vocabulary.
+9. Every word is weighed in its own connection, stream and path, and its postings are joined
+   to it by all four: each join is connection-local (tables.py Rule 1), and an overlong
+   field's row is joined through the searched cells (`w_cells`), bound as rows.
 """
 
 from __future__ import annotations
@@ -126,9 +129,13 @@ def _params(
         "w_terms": json.dumps([[n, term] for n, term in enumerate(terms)], ensure_ascii=False),
         "w_limit": limit,
     }
+    cells: set[tuple[str, str, str]] = set()
     for number, group in enumerate(groups):
-        params[f"w_s{number}"] = grants[group.grant_index].name
+        stream = grants[group.grant_index].name
+        params[f"w_s{number}"] = stream
         params[f"w_p{number}"] = list(group.paths)
+        cells |= {(c, stream, p) for c in group.connection_ids for p in group.paths}
+    params["w_cells"] = json.dumps(sorted(cells), ensure_ascii=False)
     for number, term in enumerate(terms):
         if len(term) >= MIN_INDEXED_NEEDLE:  # Rule 8
             params[f"w_fts{number}"] = fts_query(term)
@@ -158,7 +165,7 @@ def _containing(
         terms.c.term_no == number,
         # Through the index, the connection is an expression: SQLite otherwise scanned the
         # path's vocabulary by its key and probed each row's rowid in the index's answer.
-        _in_groups(vocabulary, groups, by_word=by_index),
+        _in_groups(vocabulary, groups, by_word=by_index and caps.name != "postgresql"),
         strpos(vocabulary.c.word, terms.c.needle) > 0,
     ]
     if by_index and caps.name == "postgresql":
@@ -177,7 +184,14 @@ def _containing(
         )
         conditions.append(literal_column(f"{vocabulary.name}.rowid").in_(trigrams))
     return (
-        select(vocabulary.c.word, terms.c.term_no, weight.label("weight"))
+        select(
+            _cell_connection(vocabulary, caps),
+            vocabulary.c.stream,
+            vocabulary.c.path,
+            vocabulary.c.word,
+            terms.c.term_no,
+            weight.label("weight"),
+        )
         .select_from(vocabulary.join(terms, true()))
         .where(*conditions)
         .distinct()
@@ -234,7 +248,7 @@ def _postings(weighed: Any, groups: int, caps: Capabilities) -> tuple[Any, Any, 
     if caps.name == "postgresql":
         postings = (
             select(*word.c)
-            .where(word.c.word == weighed.c.word, _in_groups(word, groups, by_word=True))
+            .where(_same_cell(word, weighed, caps), _in_groups(word, groups))
             .offset(0)  # not pulled up into the join: looked up per word
             .lateral("postings")
         )
@@ -243,7 +257,26 @@ def _postings(weighed: Any, groups: int, caps: Capabilities) -> tuple[Any, Any, 
         _in_groups(word, groups, by_word=True),
         word.c.word.in_(select(weighed.c.word)),
     ]
-    return word.join(weighed, word.c.word == weighed.c.word), word, conditions
+    return word.join(weighed, _same_cell(word, weighed, caps)), word, conditions
+
+
+def _cell_connection(table: Any, caps: Capabilities) -> Any:
+    """`table`'s connection, as an expression on SQLite, which no index serves (Rule 5), and as
+    the column on Postgres, where every join on it is connection-local (tables.py Rule 1)."""
+    if caps.name == "postgresql":
+        return table.c.connection_id
+    return (table.c.connection_id + "").label("connection_id")
+
+
+def _same_cell(word: Any, weighed: Any, caps: Capabilities) -> Any:
+    """The posting is of a weighed word of its own connection, stream and path (Rule 9)."""
+    connection = word.c.connection_id if caps.name == "postgresql" else word.c.connection_id + ""
+    return and_(
+        connection == weighed.c.connection_id,
+        word.c.stream == weighed.c.stream,
+        word.c.path == weighed.c.path,
+        word.c.word == weighed.c.word,
+    )
 
 
 def _scoped(per_field: Any, in_scope: Any, caps: Capabilities) -> Any:
@@ -278,9 +311,15 @@ def _ranked(
         _containing(terms, n, len(layout), caps, by_index=by_index)
         for n, by_index in enumerate(indexed)
     ]
+    cells = bound_rows(caps, "w_cells", (("connection_id", True), ("stream", True), ("path", True)))
     overlong = select(
-        literal(OVERLONG).label("word"), terms.c.term_no, _float(0.0).label("weight")
-    ).select_from(terms)
+        cells.c.connection_id,
+        cells.c.stream,
+        cells.c.path,
+        literal(OVERLONG).label("word"),
+        terms.c.term_no,
+        _float(0.0).label("weight"),
+    ).select_from(cells.join(terms, true()))
     weighed = union_all(*weighed_words, overlong).cte("weighed")
     source, word, where = _postings(weighed, len(layout), caps)
     field_key = (word.c.connection_id, word.c.stream, word.c.record_id, word.c.path)
@@ -288,7 +327,7 @@ def _ranked(
         select(
             # An expression, not the column: SQLite carried the scope's connection condition
             # over the join into this subquery, where the primary key served it (Rule 5).
-            (word.c.connection_id + "").label("connection_id"),
+            _cell_connection(word, caps),
             *field_key[1:],
             word.c.size_chars,
             *(

@@ -31,7 +31,7 @@ from pdpp_store._runtime import observing, sync_url
 
 pytestmark = pytest.mark.postgres
 
-RECORDS = frozenset({"records", "fields", "field_chunks"})
+RECORDS = frozenset({"records", "fields", "field_chunks", "search_words", "search_vocabulary"})
 
 
 def test_migrated_schema_keeps_the_rules(pg_db_url: str) -> None:
@@ -91,6 +91,9 @@ def test_every_operation_keeps_the_rules(pg_db_url: str) -> None:
         store.read_blob_range(narrow, blob.blob_id, 0, 10)
         store.read_record(narrow, ref_id("a1", stream="attachments"))
         store.delete_record("cin_mail", "message_bodies", "e1")
+        setup_mailbox(store, "cin_mail_2")  # a word ranking over two connections
+        store.upsert_records("cin_mail_2", "message_bodies", [body("e2", "invoices " * 9)])
+        store.search(grant({"name": "message_bodies", "fields": ["id", "body_text"]}), "invoice")
     assert len(recorder.statements) > 10
     assert recorder.violations(RECORDS) == {}
 
@@ -131,6 +134,17 @@ def test_every_operation_keeps_the_rules(pg_db_url: str) -> None:
             "SELECT * FROM blobs JOIN blob_chunks ON blob_chunks.chunk_no = 0",
             "not all tied by equality on blob_id",
         ),
+        (  # a derived table's column that is an expression of connection_id carries nothing
+            "SELECT * FROM (SELECT fields.connection_id || '' AS connection_id FROM fields) AS f "
+            "JOIN records ON records.connection_id = f.connection_id",
+            "not all tied by equality on connection_id",
+        ),
+        (  # nor does one named connection_id that is another column
+            "WITH w AS (SELECT fields.stream AS connection_id FROM fields) SELECT * FROM w "
+            "JOIN LATERAL (SELECT records.record_id FROM records "
+            "WHERE records.connection_id = w.connection_id) AS r ON true",
+            "not all tied by equality on connection_id",
+        ),
     ],
 )
 def test_the_checker_bites(sql: str, problem: str) -> None:
@@ -148,6 +162,12 @@ def test_the_checker_bites(sql: str, problem: str) -> None:
         "SELECT * FROM blobs JOIN blob_chunks ON blob_chunks.blob_id = blobs.blob_id",
         "INSERT INTO streams (connector_id) VALUES (%(c)s)",
         "SELECT count(*) FROM records UNION ALL SELECT count(*) FROM fields",
+        "WITH w AS (SELECT fields.connection_id, fields.record_id FROM fields WHERE "
+        "fields.connection_id IN (%(a)s, %(b)s) UNION ALL SELECT c.connection_id, c.record_id "
+        "FROM json_rows AS c) SELECT * FROM (SELECT p.connection_id FROM w JOIN LATERAL "
+        "(SELECT records.connection_id FROM records WHERE records.connection_id = "
+        "w.connection_id) AS p ON true) AS d JOIN field_chunks "
+        "ON field_chunks.connection_id = d.connection_id",
         "UPDATE field_chunks SET lookahead = (SELECT nxt.text FROM field_chunks AS nxt WHERE "
         "nxt.connection_id = field_chunks.connection_id) WHERE EXISTS (SELECT 1 FROM fields "
         "WHERE fields.connection_id = field_chunks.connection_id)",
