@@ -182,7 +182,9 @@ def _carried(source: Scope, name: str) -> list[tuple[int, str]]:
     expression = source.expression
     if isinstance(expression, exp.Lateral):
         query = expression.this.this if isinstance(expression.this, exp.Subquery) else None
-        inner = [s for s in source.sources.values() if isinstance(s, Scope) and s.expression is query]
+        inner = [
+            s for s in source.sources.values() if isinstance(s, Scope) and s.expression is query
+        ]
         return [ref for scope in inner for ref in _carried(scope, name)]
     if not isinstance(expression, exp.Select):
         return []
