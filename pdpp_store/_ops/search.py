@@ -485,7 +485,7 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
                 return entries[:wanted]
             if after is None:
                 tied = yield from _tie_band(
-                    stream_grants, groups, needles, entries, wanted, checked
+                    stream_grants, groups, needles, found, entries, wanted, checked
                 )
                 if tied is not None:
                     return tied
@@ -517,6 +517,7 @@ def _tie_band(  # noqa: PLR0917 - what the band reads
     stream_grants: list[StreamGrant],
     groups: list[search_sql.SearchGroup],
     needles: list[str],
+    found: list[words_sql.Ranked],
     entries: list[Position],
     wanted: int,
     checked: dict[search_sql.Key, bool],
@@ -530,10 +531,19 @@ def _tie_band(  # noqa: PLR0917 - what the band reads
     (`words_sql.band`, the band, in key order). When the band's every score lies within half
     a unit less `WORD_ERROR` of e, every record in it scores e, and any record scoring more
     has a word-index score above the band, so it was among `entries`' records: the page is
-    those scoring more than e, then the band's hits in key order."""
+    those scoring more than e, then the band's hits in key order.
+
+    Only when no record of `found` (the word index's rows, best first) is bounded
+    (`words_sql` Rule 3): a bounded record's score `w` is no estimate of its exact score, so
+    one above the band may score e (in neither the band nor above e: it was lost) and one
+    scoring e may stand `wanted`-th with a `w` far above the band, leaving records of higher
+    `w` than the band unread. With none bounded, the `wanted`-th hit's `w` lies within
+    `WORD_ERROR` of its sum, so every unread record's `w`, at most the last row's, lies at
+    most at the band's top; a bounded record scoring e or more has a `w` no lower than the
+    band's bottom (Rule 3), so it was read (none was) or lies in the band (then None)."""
     exact = entries[wanted - 1][0]
     half = 0.5 * 10.0**-relevance.DIGITS
-    if exact <= half:
+    if exact <= half or any(row.overlong for row in found):
         return None
     request = words_sql.band(
         stream_grants,

@@ -200,3 +200,39 @@ def test_ties_beyond_the_word_index_rows_are_placed_by_time(
     }
     with mock.patch.object(search_ops, "WORD_CANDIDATES", 1):
         prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
+
+
+def test_a_tied_first_page_keeps_a_hit_with_an_overlong_word(each_database: Store) -> None:
+    """Sixty records scoring the same, ties by key (no order field granted). r03's snippet
+    holds an overlong word, so its word-index score is the bound `K1 + 1` per term, above the
+    band of equal scores (`search._tie_band`): its exact score ties with the band's, and the
+    first page must still place it by key. (Regression: r03 was in neither the hits scoring
+    more nor the band, and no page returned it.)"""
+    records = []
+    for n in range(60):
+        subject, snippet = "alpha.", "alpha " + ". " * 147
+        if n == 3:
+            snippet = "alpha " + "x" * 294
+        if n % 2 == 0:
+            subject, snippet = snippet, subject
+        received = f"2026-01-0{n % 9 + 1}T00:00:00Z"
+        records.append(
+            {
+                "id": f"r{n:02d}",
+                "received_at": received,
+                "subject": subject,
+                "from_name": "alpha....",
+                "snippet": snippet,
+            }
+        )
+    scenario = {
+        "records": records,
+        "granted": {"subject", "from_name", "snippet"},
+        "terms": ["alpha"],
+        "limit": 10,
+        "order": "relevance",
+        "since_day": None,
+        "scan": 1000,
+        "count": "none",
+    }
+    prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
