@@ -49,7 +49,7 @@ from pdpp_store._core.query import (
 )
 from pdpp_store._core.values import CHUNK_CHARS
 from pdpp_store._core.window import MAX_LIMIT_CHARS
-from pdpp_store._core.words import is_word_term
+from pdpp_store._core.words import is_word_term, score_error
 from pdpp_store._sql import match as match_sql
 from pdpp_store._sql import ranking as ranking_sql
 from pdpp_store._sql import reads as read_sql
@@ -411,8 +411,9 @@ for four times as many, up to `MAX_WORD_CANDIDATES`."""
 MAX_WORD_CANDIDATES = 3072
 WORD_MARGIN = 1e-6
 """How far the word index's float score may lie from the exact one, by rounding alone (the
-exact score is rounded to `relevance.DIGITS` places; the sums are of at most 8 terms times a
-few fields, each below `K1 + 1`)."""
+exact score is rounded to `relevance.DIGITS` places, and the float sums differ by at most
+`words.score_error` of the parts count: `_word_ranked` declines when that passes half of
+this, past tens of thousands of parts)."""
 
 
 def _word_ranked(  # noqa: PLR0917 - what the order reads
@@ -442,6 +443,10 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
        overlong ones may score 0, and is placed among zero-score hits only by them all).
        Otherwise `n` grows, up to `MAX_WORD_CANDIDATES` (then None)."""
     needles = [term.folded for term in query.terms]
+    parts = len(needles) * max((len(paths) for paths in paths_of.values()), default=0)
+    error = score_error(parts)
+    if error > WORD_MARGIN / 2:
+        return None
 
     def targets_of(chosen: Sequence[search_sql.Key]) -> list[search_sql.Target]:
         return [(*key, path) for key in chosen for path in paths_of.get(key[:2], ())]
@@ -481,11 +486,11 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
         if len(entries) >= wanted and entries[wanted - 1][0] > floor:
             return entries[:wanted]
         if len(entries) >= wanted and not timed_groups:
-            if _ties_come_after(found, entries[wanted - 1]):
+            if _ties_come_after(found, entries[wanted - 1], error):
                 return entries[:wanted]
             if after is None:
                 tied = yield from _tie_band(
-                    stream_grants, groups, needles, found, entries, wanted, checked
+                    stream_grants, groups, needles, found, entries, wanted, checked, error
                 )
                 if tied is not None:
                     return tied
@@ -494,23 +499,18 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
         limit = min(limit * 4, MAX_WORD_CANDIDATES)
 
 
-def _ties_come_after(found: list[words_sql.Ranked], last: Position) -> bool:
+def _ties_come_after(found: list[words_sql.Ranked], last: Position, error: float) -> bool:
     """Whether every record the word index left out comes after `last`, the page's last hit
     (ties go by key; `words_sql` Rule 7): every record within 2e-9 of its word-index score
     `w` has the very same `w`, and `w` lies within half a unit of the 9th decimal (less
-    `WORD_ERROR`) of its exact score e. Then every record scoring e exactly has that same `w`
-    (its sum rounds to e), and the statement gave those in key order; one scoring more has a
-    `w` above them, and was read."""
+    `error`, `words.score_error` of the query's parts) of its exact score e. Then every
+    record scoring e exactly has that same `w` (its sum rounds to e), and the statement gave
+    those in key order; one scoring more has a `w` above them, and was read."""
     row = next((row for row in found if row.key == last[2:]), None)
     if row is None or row.near is None or row.overlong:
         return False
     half = 0.5 * 10.0**-relevance.DIGITS
-    return row.near == (row.score, row.score) and abs(row.score - last[0]) <= half - WORD_ERROR
-
-
-WORD_ERROR = 1e-11
-"""A bound of how far the word index's float score lies from the formula's unrounded sum
-(the same terms in another order: their rounding errors, about 1e-15 each)."""
+    return row.near == (row.score, row.score) and abs(row.score - last[0]) <= half - error
 
 
 def _tie_band(  # noqa: PLR0917 - what the band reads
@@ -521,15 +521,16 @@ def _tie_band(  # noqa: PLR0917 - what the band reads
     entries: list[Position],
     wanted: int,
     checked: dict[search_sql.Key, bool],
+    error: float,
 ) -> Op[list[Position] | None]:
     """The first page when its last hit ties with records the word index left out (a first
     page, no order field granted: ties go by key), or None.
 
     The page's `wanted`-th hit scores e exactly: the formula's sum rounded to
     `relevance.DIGITS` places, so a record scores e exactly when its sum lies within half a
-    unit of that place of e, and then its word-index score within `WORD_ERROR` more
+    unit of that place of e, and then its word-index score within `error` more
     (`words_sql.band`, the band, in key order). When the band's every score lies within half
-    a unit less `WORD_ERROR` of e, every record in it scores e, and any record scoring more
+    a unit less `error` of e, every record in it scores e, and any record scoring more
     has a word-index score above the band, so it was among `entries`' records: the page is
     those scoring more than e, then the band's hits in key order.
 
@@ -538,7 +539,7 @@ def _tie_band(  # noqa: PLR0917 - what the band reads
     one above the band may score e (in neither the band nor above e: it was lost) and one
     scoring e may stand `wanted`-th with a `w` far above the band, leaving records of higher
     `w` than the band unread. With none bounded, the `wanted`-th hit's `w` lies within
-    `WORD_ERROR` of its sum, so every unread record's `w`, at most the last row's, lies at
+    `error` of its sum, so every unread record's `w`, at most the last row's, lies at
     most at the band's top; a bounded record scoring e or more has a `w` no lower than the
     band's bottom (Rule 3), so it was read (none was) or lies in the band (then None)."""
     exact = entries[wanted - 1][0]
@@ -550,14 +551,14 @@ def _tie_band(  # noqa: PLR0917 - what the band reads
         groups,
         needles,
         2 * wanted,
-        exact - half - WORD_ERROR,
-        exact + half + WORD_ERROR,
+        exact - half - error,
+        exact + half + error,
     )
     rows = (yield request) or []
     summary = words_sql.band_of(rows)
     if summary is None or summary.overlong:
         return None
-    if summary.low < exact - half + WORD_ERROR or summary.high > exact - WORD_ERROR + half:
+    if summary.low < exact - half + error or summary.high > exact - error + half:
         return None  # a score in the band may round elsewhere
     band = words_sql.ranked_records(rows)
     unsure = [row.key for row in band if not row.sure and row.key not in checked]

@@ -4,6 +4,8 @@ cut at the prefix's end and overlong words included."""
 
 from __future__ import annotations
 
+import math
+import random
 import sys
 
 from hypothesis import given
@@ -60,3 +62,36 @@ def test_word_terms() -> None:
     assert not words.is_word_term("pg&e")
     assert not words.is_word_term("a b")
     assert not words.is_word_term("a.b")
+
+
+def _parts(count: int, seed: int) -> list[float]:
+    """`count` parts as the score computes them, from drawn tfs and field lengths."""
+    rng = random.Random(seed)
+    parts = []
+    for _ in range(count):
+        tf = rng.randint(1, 40) * relevance.PART_WEIGHT
+        norm = 1 - relevance.B + relevance.B * rng.randint(1, 5000) / relevance.AVERAGE_CHARS
+        parts.append(tf * (relevance.K1 + 1) / (tf + relevance.K1 * norm))
+    return parts
+
+
+def test_the_score_error_bounds_summation_orders_at_many_parts() -> None:
+    """At 4,000 parts (terms times fields), sums of the same parts in four orders differ by
+    more than the fixed 1e-11 a bound once was, and never by more than `score_error`; the
+    bound grows with the parts count and is never below its floor."""
+    count, widest = 4000, 0.0
+    for seed in range(20):
+        parts = _parts(count, seed)
+        sums = []
+        for order in (parts, parts[::-1], sorted(parts), sorted(parts, reverse=True)):
+            total = 0.0
+            for part in order:
+                total += part
+            sums.append(total)
+        exact = math.fsum(parts)
+        assert all(abs(total - exact) <= words.score_error(count) / 2 for total in sums)
+        widest = max(widest, max(sums) - min(sums))
+    assert widest > words.SCORE_ERROR_FLOOR  # the fixed bound would not hold here
+    assert widest <= words.score_error(count)
+    assert words.score_error(1) == words.SCORE_ERROR_FLOOR
+    assert words.score_error(150) < words.score_error(400) < words.score_error(count)
