@@ -322,10 +322,16 @@ def phrase_hit(
     digest_prefix: str | None = None,
     use_index: bool = True,
 ) -> Execute:
-    """The chunk where a phrase's first occurrence at or after `from_chars` starts (found as
-    `_match_scan` finds it), the field's digest, and the texts of that chunk and the next (two
-    chunks of the field the caller may read: no more than a window shows), as rows
-    (`hit_chunk`, `chunk_no`, `digest`, `text`) in chunk order. No row: nothing matched."""
+    """The first chunk whose haystack (it and the next chunk, squeezed) holds a phrase's first
+    occurrence at or after `from_chars` (found as `_match_scan` finds it), the field's digest,
+    and the texts of that chunk and the two after it (three chunks of a field the caller may
+    read, for `phrase_span`), as rows (`hit_chunk`, `chunk_no`, `digest`, `text`) in chunk
+    order. No row: nothing matched.
+
+    The occurrence starts in that chunk or, when it lies wholly in the next one, in the next;
+    its span then may end in the third: a run of layout that ends the phrase takes the
+    text's whole run, across the chunk boundary. (Two chunks cut such a span at the second's
+    end: a phrase ending with a space, found from the chunk before, ended early.)"""
     params, key = _scan_params(ref, path, grant, needle, from_chars, digest_prefix, use_index)
     return Execute(partial(_phrase_hit, *key), params)
 
@@ -346,7 +352,7 @@ def _phrase_hit(
         .where(
             record_is(field_chunks),
             field_chunks.c.path == bindparam("f_path"),
-            field_chunks.c.chunk_no.between(at, at + 1),
+            field_chunks.c.chunk_no.between(at, at + 2),
         )
         .order_by(field_chunks.c.chunk_no)
     )
@@ -354,7 +360,7 @@ def _phrase_hit(
 
 def phrase_span(rows: Rows, needle: str, from_chars: int) -> tuple[int, int, str] | None:
     """`phrase_hit`'s answer: the phrase's exact `[start, end)` in the field (found with
-    `layout.first_span` in the two chunks' folded text) and the digest; None if no row."""
+    `layout.first_span` in the three chunks' folded text) and the digest; None if no row."""
     if not rows:
         return None
     hit = int(rows[0]["hit_chunk"])

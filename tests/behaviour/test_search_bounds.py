@@ -13,7 +13,7 @@ from unittest import mock
 
 import pytest
 from _data import on_one_store
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pdpp_store import Store, fold
@@ -31,8 +31,31 @@ def test_bounded_scoring_equals_the_oracle(each_database: Store, scenario: dict[
         prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
 
 
+_PHRASE_ACROSS_CHUNKS = {
+    "records": [
+        {
+            "id": "r00",
+            "received_at": "2026-01-01T00:00:00Z",
+            "subject": ". " * 2045 + ".AAA\U0001f600  ",
+        },
+        *({"id": f"r0{n}", "received_at": "2026-01-01T00:00:00Z"} for n in range(1, 5)),
+    ],
+    "granted": None,
+    "terms": ["\U0001f600 "],
+    "limit": 1,
+    "order": "relevance",
+    "since_day": None,
+    "scan": 1,
+    "count": "none",
+}
+"""A phrase ending with a run of layout that crosses a chunk boundary (code points 4095 and
+4096), found from the chunk before the one it starts in: its evidence must end at 4097, after
+the whole run. (Regression: `phrase_hit` read two chunks, and the span ended at 4096.)"""
+
+
 @on_one_store()
 @given(scenario=prop.scenarios())
+@example(scenario=_PHRASE_ACROSS_CHUNKS)
 def test_word_ranking_in_small_steps_equals_the_oracle(
     each_database: Store, scenario: dict[str, Any]
 ) -> None:
