@@ -212,11 +212,9 @@ def search(
     order_paths = _order_paths(grant, catalogue)
     chosen_by_words = None
     if ordering == "relevance" and not counting and _word_terms(query):
-        yield words_sql.without_jit()
         chosen_by_words = yield from _word_ranked(
             stream_grants, groups, query, paths_of, order_paths, after, size + 1
         )
-        yield words_sql.with_jit()
     if chosen_by_words is not None:
         hits, chosen = 0, chosen_by_words
     else:

@@ -6,6 +6,10 @@ Rules:
    (`sync_url`: sqlite3, psycopg; `async_url`: aiosqlite, psycopg's async connection).
 2. One busy timeout bounds every wait of a call: a pooled connection, a lock (SQLite's
    `busy_timeout`, Postgres' `lock_timeout`), connecting, a writer's or a reader's slot.
+   Every Postgres connection of the store runs without JIT compilation (`jit=off`, set at
+   connection start with the lock timeout): every statement here is short, and the planner,
+   costing some far above their work, compiled them for longer than they ran
+   (docs/decisions.md, "No JIT on the store's connections").
 3. Writes run in one transaction each: where the store `begins_itself` (SQLite), the driver's
    own transaction handling is switched off and the store emits `BEGIN IMMEDIATE` itself, so a
    read-then-write operation is one serialised transaction. Reads run without an explicit
@@ -191,9 +195,10 @@ def engine_options(url: str, busy_timeout_s: float) -> dict[str, Any]:
         "pool_pre_ping": False,
     }
     if make_url(url).get_backend_name() == "postgresql":
+        lock_timeout = max(1, round(busy_timeout_s * 1000))
         options["connect_args"] = {
             "connect_timeout": max(1, round(busy_timeout_s)),
-            "options": f"-c lock_timeout={max(1, round(busy_timeout_s * 1000))}",
+            "options": f"-c lock_timeout={lock_timeout} -c jit=off",
         }
     return options
 

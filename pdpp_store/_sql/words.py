@@ -66,7 +66,6 @@ from sqlalchemy import (
     or_,
     select,
     table,
-    text,
     true,
     union_all,
 )
@@ -90,8 +89,6 @@ __all__ = [
     "band_of",
     "ranked",
     "ranked_records",
-    "with_jit",
-    "without_jit",
 ]
 
 vocabulary_trigrams = table(
@@ -196,24 +193,6 @@ def _containing(
         .where(*conditions)
         .distinct()
     )
-
-
-def without_jit() -> Execute:
-    """Postgres only: no JIT compilation on this connection until `with_jit`. The planner
-    cannot know how few words contain a term (it took the vocabulary's size), so it costs
-    the ranking far above its work and compiled it: 1.6 s of JIT for a 0.1-0.3 s statement
-    at 20,000 records. Reads run in autocommit (`SET LOCAL` would last one statement); a
-    read that fails in between leaves the connection without JIT, which changes no answer."""
-    return Execute(text("SET jit = off"), when=_on_postgres)
-
-
-def with_jit() -> Execute:
-    """Postgres only: the session's JIT setting back (`without_jit`)."""
-    return Execute(text("RESET jit"), when=_on_postgres)
-
-
-def _on_postgres(caps: Capabilities) -> bool:
-    return caps.name == "postgresql"
 
 
 def _in_groups(table: Any, count: int, *, by_word: bool = False) -> Any:
