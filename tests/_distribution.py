@@ -192,7 +192,7 @@ def _carried(source: Scope, name: str) -> list[tuple[int, str]]:
     for projection in expression.selects:
         if projection.alias_or_name == name:
             node = projection.this if isinstance(projection, exp.Alias) else projection
-            ref = _column_ref(source, node, name)
+            ref = _column_ref(source, node, name) if isinstance(node, exp.Expression) else None
             if ref is not None:
                 refs.append(ref)
     return refs

@@ -561,10 +561,10 @@ def _tie_band(  # noqa: PLR0917 - what the band reads
     band = words_sql.ranked_records(rows)
     unsure = [row.key for row in band if not row.sure and row.key not in checked]
     if unsure:
-        found = yield search_sql.hits(
+        hit_rows = yield search_sql.hits(
             stream_grants, groups, needles, None, len(unsure), among=unsure
         )
-        proven = set(search_sql.hit_keys(found or []))
+        proven = set(search_sql.hit_keys(hit_rows or []))
         checked.update((key, key in proven) for key in unsure)
     above = [entry for entry in entries if entry[0] > exact]
     tied = [(exact, None, *row.key) for row in band if row.sure or checked[row.key]]
