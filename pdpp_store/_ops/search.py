@@ -439,6 +439,7 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
        a positive score was seen: enough of them make the page; too few mean zero-score hits
        may belong to it, which only every hit tells (None; a record whose only rows are
        overlong ones may score 0, and is placed among zero-score hits only by them all).
+       Fewer rows than `wanted` say so at once, before any is re-checked or scored.
        Otherwise `n` grows, up to `MAX_WORD_CANDIDATES` (then None)."""
     needles = [term.folded for term in query.terms]
     parts = len(needles) * max((len(paths) for paths in paths_of.values()), default=0)
@@ -458,6 +459,8 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
     while True:
         request = words_sql.ranked(stream_grants, groups, needles, limit, cap)
         found = words_sql.ranked_records((yield request) or [])
+        if len(found) < wanted:  # too few positive scores for the page: zero-score hits decide
+            return None
         unsure = [row.key for row in found if not row.sure and row.key not in checked]
         if unsure:
             rows = yield search_sql.hits(

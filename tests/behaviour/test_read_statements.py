@@ -10,7 +10,8 @@ design, and asserted exactly:
 - blob metadata: two (the grant's reach on record tables, then the blob on blob tables, which
   are distributed differently: docs/scaling.md); a blob range: three (that, then the bytes);
 - a search page (several by design, issue 13's: `_ops.search`): the catalogue and (unless cached)
-  the manifests it names, `SEARCH_SCAN_STATEMENTS` for the first phase's candidates (the next
+  the manifests it names, the word index's ranking (`SEARCH_WORD_STATEMENTS`),
+  `SEARCH_SCAN_STATEMENTS` for the first phase's candidates (the next
   keys, then the terms checked on them), and `SEARCH_EVIDENCE_STATEMENTS` for the evidence of the
   whole page: as many for two hits as for one, never one per record searched or per hit shown
   (short fields; a field longer than the page-wide scan may take its own match-window statement).
@@ -63,8 +64,13 @@ SEARCH_RANK_STATEMENTS = 3
 twice the last (`_ops/search._ranked`)."""
 SEARCH_CARD_STATEMENTS = 1
 """The page's record cards, all hits at once (`_ops/cards.page_cards`)."""
+SEARCH_WORD_STATEMENTS = 1
+"""A query of word terms in relevance order asks the word index first (`_ops/search._word_ranked`);
+with fewer positive scores than the page wants it hands over at once (zero-score hits may
+belong to the page), before re-checking or scoring any record."""
 SEARCH_STATEMENTS = (
     2
+    + SEARCH_WORD_STATEMENTS
     + SEARCH_SCAN_STATEMENTS
     + SEARCH_RANK_STATEMENTS
     + SEARCH_EVIDENCE_STATEMENTS
