@@ -461,14 +461,7 @@ def _word_ranked(  # noqa: PLR0917 - what the order reads
         found = words_sql.ranked_records((yield request) or [])
         if len(found) < wanted:  # too few positive scores for the page: zero-score hits decide
             return None
-        unsure = [row.key for row in found if not row.sure and row.key not in checked]
-        if unsure:
-            rows = yield search_sql.hits(
-                stream_grants, groups, needles, None, len(unsure), among=unsure
-            )
-            proven = set(search_sql.hit_keys(rows or []))
-            checked.update((key, key in proven) for key in unsure)
-        keys = [row.key for row in found if row.sure or checked[row.key]]
+        keys = yield from _hits_among(stream_grants, groups, needles, found, checked)
         fresh = [key for key in keys if key not in scores]
         if fresh:
             scores.update((yield from _scores(stream_grants, targets_of(fresh), needles)))
@@ -562,18 +555,32 @@ def _tie_band(  # noqa: PLR0917 - what the band reads
     if summary.low < exact - half + error or summary.high > exact - error + half:
         return None  # a score in the band may round elsewhere
     band = words_sql.ranked_records(rows)
-    unsure = [row.key for row in band if not row.sure and row.key not in checked]
-    if unsure:
-        hit_rows = yield search_sql.hits(
-            stream_grants, groups, needles, None, len(unsure), among=unsure
-        )
-        proven = set(search_sql.hit_keys(hit_rows or []))
-        checked.update((key, key in proven) for key in unsure)
+    keys = yield from _hits_among(stream_grants, groups, needles, band, checked)
     above = [entry for entry in entries if entry[0] > exact]
-    tied = [(exact, None, *row.key) for row in band if row.sure or checked[row.key]]
+    tied = [(exact, None, *key) for key in keys]
     if len(above) + len(tied) < wanted and len(band) < summary.size:
         return None  # the band's first rows hold too few hits
     return (above + tied)[:wanted]
+
+
+def _hits_among(
+    stream_grants: list[StreamGrant],
+    groups: list[search_sql.SearchGroup],
+    needles: list[str],
+    ranked: Sequence[words_sql.Ranked],
+    checked: dict[search_sql.Key, bool],
+) -> Op[list[search_sql.Key]]:
+    """The keys of `ranked`'s records that are hits, in its order: a sure one is (every term
+    in some field's scored prefix); the others are re-checked on their whole text
+    (`search_sql.hits`), once each, the answers kept in `checked`."""
+    unsure = [row.key for row in ranked if not row.sure and row.key not in checked]
+    if unsure:
+        rows = yield search_sql.hits(
+            stream_grants, groups, needles, None, len(unsure), among=unsure
+        )
+        proven = set(search_sql.hit_keys(rows or []))
+        checked.update((key, key in proven) for key in unsure)
+    return [row.key for row in ranked if row.sure or checked[row.key]]
 
 
 SCORE_CHUNKS = -(-relevance.SCORE_CHARS // CHUNK_CHARS)
