@@ -501,10 +501,10 @@ def _ties_come_after(found: list[words_sql.Ranked], last: Position, error: float
     record scoring e exactly has that same `w` (its sum rounds to e), and the statement gave
     those in key order; one scoring more has a `w` above them, and was read."""
     row = next((row for row in found if row.key == last[2:]), None)
-    if row is None or row.near is None or row.overlong:
+    if row is None or not row.isolated or row.overlong:
         return False
     half = 0.5 * 10.0**-relevance.DIGITS
-    return row.near == (row.score, row.score) and abs(row.score - last[0]) <= half - error
+    return abs(row.score - last[0]) <= half - error
 
 
 def _tie_band(  # noqa: PLR0917 - what the band reads
