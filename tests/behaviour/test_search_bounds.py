@@ -20,6 +20,7 @@ from pdpp_store import Store, fold
 from pdpp_store._core import relevance
 from pdpp_store._core.layout import squeeze
 from pdpp_store._ops import search as search_ops
+from pdpp_store._sql import words as words_sql
 
 prop: Any = importlib.import_module("test_search_property")  # its scenarios and oracle test
 
@@ -64,6 +65,59 @@ def test_word_ranking_in_small_steps_equals_the_oracle(
     scenario = {**scenario, "count": "none", "order": "relevance"}
     with mock.patch.object(search_ops, "WORD_CANDIDATES", 1):
         prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
+
+
+_HIDDEN_FIRST = {
+    "records": [
+        {
+            "id": f"r{n:02d}",
+            "received_at": f"2026-01-0{1 if n < 2 else 2}T00:00:00Z",
+            "subject": "ab",
+        }
+        for n in range(6)
+    ],
+    "granted": None,
+    "terms": ["ab"],
+    "limit": 2,
+    "order": "relevance",
+    "since_day": 2,
+    "scan": 1000,
+}
+"""Six records of one score; the filter hides the first two in key order, which are the best
+two by score then key: the best three hold one record in scope."""
+
+
+@on_one_store()
+@given(scenario=prop.scenarios())
+@example(scenario=_HIDDEN_FIRST)
+def test_the_word_statement_looking_up_few_records_answers_as_if_it_looked_up_all(
+    each_database: Store, scenario: dict[str, Any]
+) -> None:
+    """The word index's statement (`words_sql` Rules 7 and 10) asking the scope of only as
+    many of the best records as it returns, and of one record below its last row, answers
+    what it answers when it asks the scope of every record at once: where the grant's filter
+    hides some of the best, its second look, through all of them, finds the rest. Every page
+    also equals the oracle's."""
+    scenario = {**scenario, "count": "none", "order": "relevance"}
+    real = words_sql.ranked_records
+    answers: dict[int, list[list[tuple[Any, ...]]]] = {}
+    for looked_up in (1, 10**6):
+        calls: list[list[tuple[Any, ...]]] = []
+
+        def recording(rows: Any, calls: list[list[tuple[Any, ...]]] = calls) -> Any:
+            found = real(rows)
+            calls.append([(row.key[1:], row.score, row.sure, row.isolated) for row in found])
+            return found
+
+        with (
+            mock.patch.object(search_ops, "WORD_CANDIDATES", 1),
+            mock.patch.object(words_sql, "PROBE", looked_up),
+            mock.patch.object(words_sql, "BELOW", looked_up),
+            mock.patch.object(words_sql, "ranked_records", recording),
+        ):
+            prop.test_search_equals_the_oracle.hypothesis.inner_test(each_database, scenario)
+        answers[looked_up] = calls
+    assert answers[1] == answers[10**6]
 
 
 @pytest.mark.parametrize("limit", [1, 2])
