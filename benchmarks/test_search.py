@@ -27,9 +27,9 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
@@ -57,10 +57,27 @@ from ._mailbox import (
     open_store,
     rare_ids,
 )
-from ._measure import DATASETS, SLOW_FROM_CHARS, SLOW_ROUNDS, Dataset, in_rounds, label, measure
+from ._measure import (
+    DATASETS,
+    SLOW_FROM_CHARS,
+    SLOW_ROUNDS,
+    Dataset,
+    Setup,
+    in_rounds,
+    label,
+    measure,
+)
 from ._text import needles
 
 _ids = itertools.count()
+
+T = TypeVar("T")
+
+
+def _backend(store: Store) -> str:
+    """The backend's name as every benchmark's coordinates spell it (``postgres``)."""
+    name = store.engine.dialect.name
+    return "postgres" if name == "postgresql" else name
 
 
 # ---------------------------------------------------------------- q with and without the index
@@ -156,17 +173,36 @@ def _word_index_bytes(store: Store) -> int:
     return int(size or 0)
 
 
-def test_index_size_of_the_big_fields(bench: BenchDatabase, benchmark: BenchmarkFixture) -> None:
-    index, stored = measure(
+def _measure_size(
+    benchmark: BenchmarkFixture,
+    store: Store,
+    impl: str,
+    size: Callable[[], int] | None = None,
+    *,
+    of: str | None = None,
+) -> tuple[int, int]:
+    """(index bytes, text bytes) of an index over `store`'s text, the size query timed under
+    `index-size <backend> <of, or impl>` (`impl` its coordinate): `size` when given, the text's
+    bytes asked after it; otherwise `_index_bytes` (the search index and the text at once). Both
+    and their ratio go into `extra_info`."""
+    backend = _backend(store)
+    query: Callable[[], int | tuple[int, int]] = size or (lambda: _index_bytes(store))
+    measured = measure(
         benchmark,
-        lambda: _index_bytes(bench.store),
-        group=f"index-size {bench.backend} fields",
+        query,
+        group=f"index-size {backend} {of or impl}",
         slow=True,
         suite="index-size",
-        backend=bench.backend,
-        impl="fields",
+        backend=backend,
+        impl=impl,
     )
+    index, stored = measured if isinstance(measured, tuple) else (measured, _index_bytes(store)[1])
     benchmark.extra_info.update(index_bytes=index, text_bytes=stored, ratio=index / stored)
+    return index, stored
+
+
+def test_index_size_of_the_big_fields(bench: BenchDatabase, benchmark: BenchmarkFixture) -> None:
+    index, stored = _measure_size(benchmark, bench.store, "fields")
     assert index <= 3 * stored
 
 
@@ -205,12 +241,6 @@ def _open_mail_store(
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
-def _backend(store: Store) -> str:
-    """The backend's name as every benchmark's coordinates spell it (``postgres``)."""
-    name = store.engine.dialect.name
-    return "postgres" if name == "postgresql" else name
-
-
 @pytest.fixture(scope="session", params=BACKENDS)
 def mailbox(request: pytest.FixtureRequest) -> Iterator[Store]:
     server = request.getfixturevalue("pg_server") if request.param == "postgres" else None
@@ -219,6 +249,41 @@ def mailbox(request: pytest.FixtureRequest) -> Iterator[Store]:
         yield store
     finally:
         store.close()
+
+
+TERMS = {"rare": RARE, "common": COMMON, "absent": "xylophonegnu"}
+"""The terms of the first pages, the store's and the reference's: in a few records spread over
+the whole key range, in every second record, and in none (`_mailbox`)."""
+
+
+def _measure_first_page(
+    benchmark: BenchmarkFixture, mailbox: Store, impl: str, page: Callable[[], T]
+) -> T:
+    """`page`, a first page over `mailbox` (the store's or the reference's, `impl`), timed in
+    the group that holds them all for its database."""
+    backend = _backend(mailbox)
+    return measure(
+        benchmark,
+        page,
+        group=f"search {backend} {SEARCH_RECORDS} records",
+        suite="search",
+        backend=backend,
+        impl=impl,
+        records=SEARCH_RECORDS,
+        body_chars=BODY_CHARS,
+    )
+
+
+def _assert_first_page(term: str, found: list[str]) -> None:
+    """The records a first page of `term` holds, in whatever order its ranking puts them: the
+    first ten holding the rare term, ten holding the common one, none for the absent term."""
+    if term == "rare":
+        assert sorted(found) == sorted(rare_ids()[:10])
+    elif term == "common":
+        assert len(found) == 10
+        assert all(int(record_id[1:]) % 2 == 0 for record_id in found)
+    else:
+        assert found == []
 
 
 @pytest.mark.parametrize("vocabulary", ["", "-scan"])
@@ -233,64 +298,35 @@ def test_search_first_page(
     """`impl` is the term; with ``-scan`` the word index finds the words that contain it by a
     scan of the vocabulary, as before its trigram index (the same pages)."""
     grant = Grant.owner(CONNECTION, MAIL)
-    q = {"rare": RARE, "common": COMMON, "absent": "xylophonegnu"}[term]
-    backend = _backend(mailbox)
     if vocabulary:
         monkeypatch.setattr(words_sql, "_indexed", lambda terms: (False,) * len(terms))
-    page = measure(
-        benchmark,
-        lambda: mailbox.search(grant, q),
-        group=f"search {backend} {SEARCH_RECORDS} records",
-        suite="search",
-        backend=backend,
-        impl=term + vocabulary,
-        records=SEARCH_RECORDS,
-        body_chars=BODY_CHARS,
+    page = _measure_first_page(
+        benchmark, mailbox, term + vocabulary, lambda: mailbox.search(grant, TERMS[term])
     )
+    found = [hit.record_id for hit in page.hits]
+    _assert_first_page(term, found)
     # Relevance order (the default): the rare records rank by their scores (a shorter body
     # first), the common ones all tie on score and come in key order.
-    expected = {"rare": rare_ids()[:10], "common": [f"m{n:07d}" for n in range(0, 20, 2)]}
-    found = [hit.record_id for hit in page.hits]
     if term == "rare":
-        assert sorted(found) == expected["rare"]
         scores = [hit.score or 0.0 for hit in page.hits]
         assert all(hit.score is not None for hit in page.hits)
         assert scores == sorted(scores, reverse=True)
-    else:
-        assert found == expected.get(term, [])
+    if term == "common":
+        assert found == [f"m{n:07d}" for n in range(0, 20, 2)]
     for hit in page.hits:
         assert hit.excerpts
 
 
 def test_index_size_of_the_mailbox(mailbox: Store, benchmark: BenchmarkFixture) -> None:
-    backend = _backend(mailbox)
-    index, stored = measure(
-        benchmark,
-        lambda: _index_bytes(mailbox),
-        group=f"index-size {backend} mailbox",
-        slow=True,
-        suite="index-size",
-        backend=backend,
-        impl="mailbox",
-    )
-    benchmark.extra_info.update(index_bytes=index, text_bytes=stored, ratio=index / stored)
+    index, stored = _measure_size(benchmark, mailbox, "mailbox")
     assert index <= 3 * stored
 
 
 def test_word_index_size_of_the_mailbox(mailbox: Store, benchmark: BenchmarkFixture) -> None:
     """The word index's size against the text it is computed from (`impl` ``words``)."""
-    backend = _backend(mailbox)
-    index = measure(
-        benchmark,
-        lambda: _word_index_bytes(mailbox),
-        group=f"index-size {backend} mailbox",
-        slow=True,
-        suite="index-size",
-        backend=backend,
-        impl="words",
+    index, _ = _measure_size(
+        benchmark, mailbox, "words", lambda: _word_index_bytes(mailbox), of="mailbox"
     )
-    _, stored = _index_bytes(mailbox)
-    benchmark.extra_info.update(index_bytes=index, text_bytes=stored, ratio=index / stored)
     assert index > 0
 
 
@@ -298,6 +334,29 @@ def test_word_index_size_of_the_mailbox(mailbox: Store, benchmark: BenchmarkFixt
 
 
 INGEST_RECORDS = int(os.environ.get("PDPP_BENCH_SEARCH_INGEST") or 1000)
+
+
+def _measure_ingest(
+    benchmark: BenchmarkFixture,
+    backend: str,
+    impl: str,
+    ingest: Callable[..., T],
+    *,
+    setup: Setup | None = None,
+    of: str = "",
+) -> T:
+    """`ingest` of `INGEST_RECORDS` records (the store's or the reference's, `impl`) timed in a
+    few plain rounds, each fed by `setup` when given, in the group `ingest-index <backend>`
+    (the reference's: `of` ``reference`` after it)."""
+    label(
+        benchmark,
+        f"ingest-index {backend} {of}".rstrip(),
+        suite="ingest-index",
+        backend=backend,
+        impl=impl,
+        records=INGEST_RECORDS,
+    )
+    return in_rounds(benchmark, ingest, setup=setup, rounds=max(SLOW_ROUNDS, 3))
 
 
 INDEXING = {
@@ -337,19 +396,12 @@ def test_ingest_with_and_without_index(
             prefix = f"i{next(_ids)}-"
             return (list(mailbox_records(INGEST_RECORDS, prefix)),), {}
 
-        label(
+        result = _measure_ingest(
             benchmark,
-            f"ingest-index {backend}",
-            suite="ingest-index",
-            backend=backend,
-            impl=impl,
-            records=INGEST_RECORDS,
-        )
-        result = in_rounds(
-            benchmark,
+            backend,
+            impl,
             lambda records: store.upsert_records(CONNECTION, MAIL, records),
             setup=batch,
-            rounds=max(SLOW_ROUNDS, 3),
         )
         assert result.inserted == INGEST_RECORDS
     finally:
@@ -384,42 +436,18 @@ def test_reference_first_page(
 ) -> None:
     """The reference's first page for the same terms, in the same run: `impl` ``ref-rare`` /
     ``ref-common`` beside the store's ``rare`` / ``common`` (relevance order, the default)."""
-    backend = _backend(mailbox)
-    q = {"rare": RARE, "common": COMMON}[term]
-    page = reference.fts5_page if backend == "sqlite" else reference.tsvector_page
-    found = measure(
-        benchmark,
-        lambda: page(reference_db, q),
-        group=f"search {backend} {SEARCH_RECORDS} records",
-        suite="search",
-        backend=backend,
-        impl=f"ref-{term}",
-        records=SEARCH_RECORDS,
-        body_chars=BODY_CHARS,
+    page = reference.fts5_page if _backend(mailbox) == "sqlite" else reference.tsvector_page
+    found = _measure_first_page(
+        benchmark, mailbox, f"ref-{term}", lambda: page(reference_db, TERMS[term])
     )
-    if term == "rare":  # bm25 orders them its own way: the same records
-        assert sorted(found) == sorted(rare_ids()[:10])
-    else:
-        assert len(found) == 10
-        assert all(int(record_id[1:]) % 2 == 0 for record_id in found)
+    _assert_first_page(term, found)  # bm25 orders them its own way: the same records
 
 
 def test_reference_index_size(
     mailbox: Store, reference_db: Any, benchmark: BenchmarkFixture
 ) -> None:
-    backend = _backend(mailbox)
-    size = reference.fts5_size if backend == "sqlite" else reference.tsvector_size
-    index = measure(
-        benchmark,
-        lambda: size(reference_db),
-        group=f"index-size {backend} reference",
-        slow=True,
-        suite="index-size",
-        backend=backend,
-        impl="reference",
-    )
-    _, stored = _index_bytes(mailbox)
-    benchmark.extra_info.update(index_bytes=index, text_bytes=stored, ratio=index / stored)
+    size = reference.fts5_size if _backend(mailbox) == "sqlite" else reference.tsvector_size
+    index, _ = _measure_size(benchmark, mailbox, "reference", lambda: size(reference_db))
     assert index > 0
 
 
@@ -435,19 +463,12 @@ def test_reference_ingest(
     (`impl` ``ref-with-index`` / ``ref-without-index``)."""
     backend = _backend(mailbox)
     records = list(mailbox_records(INGEST_RECORDS, "r"))
-    label(
-        benchmark,
-        f"ingest-index {backend} reference",
-        suite="ingest-index",
-        backend=backend,
-        impl=f"ref-{'with' if indexed else 'without'}-index",
-        records=INGEST_RECORDS,
-    )
 
     def ingest() -> float:
         if backend == "sqlite":
             return reference.fts5_ingest(tmp_path, records, indexed=indexed)
         return reference.tsvector_ingest(reference_db, records, indexed=indexed)
 
-    seconds = in_rounds(benchmark, ingest, rounds=max(SLOW_ROUNDS, 3))
+    impl = f"ref-{'with' if indexed else 'without'}-index"
+    seconds = _measure_ingest(benchmark, backend, impl, ingest, of="reference")
     assert seconds > 0
