@@ -1,5 +1,6 @@
 """The filter vocabulary in SQL (docs/contract.md §11.1): one builder, shared by every statement
-that narrows records by a filter (`query_records`' pages and counts, `aggregate`).
+that narrows records by a filter (`query_records`' pages, counts and changes walk, search's
+statements, `aggregate`).
 
 A parsed `_core.filters.Filter` becomes one condition on a table holding record keys
 (`connection_id`, `stream`, `record_id`: `records` or an alias of it), true exactly for the
