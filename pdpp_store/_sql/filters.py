@@ -1,5 +1,6 @@
 """The filter vocabulary in SQL (docs/contract.md §11.1): one builder, shared by every statement
-that narrows records by a filter (`query_records`' pages and counts, `aggregate`).
+that narrows records by a filter (`query_records`' pages, counts and changes walk, search's
+statements, `aggregate`).
 
 A parsed `_core.filters.Filter` becomes one condition on a table holding record keys
 (`connection_id`, `stream`, `record_id`: `records` or an alias of it), true exactly for the
@@ -28,8 +29,10 @@ Rules:
    the clause's field and values as named parameters (`shaped_condition`,
    `shaped_clause_rows`: clause `n`'s are `q_f<n>_path` and `q_f<n>_<i>`, from
    `filter_shape`'s parameters), so filters of one shape share one statement and one plan.
-   `filter_condition` and `clause_rows` build the same conditions with the values in the
-   statement, for statements built per call.
+   A statement holding several filters (search: one per group of connections) gives each a
+   prefix of its own (`q<g>`: `q<g>_f<n>_path`, `q<g>_f<n>_<i>`), passed alike to
+   `filter_shape` and to the builders. `filter_condition` and `clause_rows` build the same
+   conditions with the values in the statement, for statements built per call.
 """
 
 from __future__ import annotations
@@ -111,14 +114,15 @@ def _clause_shape(clause: Clause) -> tuple[ClauseShape, dict[str, Any]]:
     return ClauseShape(op, tuple(value.kind for value in given)), values
 
 
-def filter_shape(filter: Filter) -> tuple[FilterShape, dict[str, Any]]:
-    """The filter's shape and the parameters a statement of that shape takes (Rule 6)."""
+def filter_shape(filter: Filter, prefix: str = "q") -> tuple[FilterShape, dict[str, Any]]:
+    """The filter's shape and the parameters a statement of that shape takes (Rule 6), named
+    with `prefix` (the builders' own)."""
     shapes: list[ClauseShape] = []
     params: dict[str, Any] = {}
     for number, clause in enumerate(filter.clauses):
         shape, values = _clause_shape(clause)
         shapes.append(shape)
-        params.update({f"q_f{number}_{part}": value for part, value in values.items()})
+        params.update({f"{prefix}_f{number}_{part}": value for part, value in values.items()})
     return tuple(shapes), params
 
 
@@ -195,11 +199,11 @@ def _rows(shape: ClauseShape, fv: Any, bind: Bind) -> ColumnElement[bool]:
     return and_(fv.c.path == bind("path", fv.c.path.type), body)
 
 
-def named(number: int) -> Bind:
+def named(number: int, prefix: str = "q") -> Bind:
     """Clause `number`'s parameters by name (Rule 6)."""
 
     def bind(part: str, type_: TypeEngine[Any]) -> ColumnElement[Any]:
-        return bindparam(f"q_f{number}_{part}", type_=type_)
+        return bindparam(f"{prefix}_f{number}_{part}", type_=type_)
 
     return bind
 
@@ -223,9 +227,11 @@ def clause_rows(clause: Clause, fv: Any) -> ColumnElement[bool]:
     return _rows(shape, fv, _given(values))
 
 
-def shaped_clause_rows(shape: FilterShape, number: int, fv: Any) -> ColumnElement[bool]:
+def shaped_clause_rows(
+    shape: FilterShape, number: int, fv: Any, prefix: str = "q"
+) -> ColumnElement[bool]:
     """`clause_rows` of clause `number` of a filter of `shape`, its values parameters."""
-    return _rows(shape[number], fv, named(number))
+    return _rows(shape[number], fv, named(number, prefix))
 
 
 def _exists(number: int, body: Callable[[Any], ColumnElement[bool]], table: Any) -> Any:
@@ -254,12 +260,12 @@ def filter_condition(filter: Filter, table: Any) -> ColumnElement[bool]:
 
 
 def shaped_condition(
-    shape: FilterShape, table: Any, *, skip: int | None = None
+    shape: FilterShape, table: Any, *, skip: int | None = None, prefix: str = "q"
 ) -> ColumnElement[bool]:
-    """`filter_condition` of a filter of `shape`, its values parameters (Rule 6), without
-    clause `skip` (one a statement applies otherwise)."""
+    """`filter_condition` of a filter of `shape`, its values parameters named with `prefix`
+    (Rule 6), without clause `skip` (one a statement applies otherwise)."""
     conditions = [
-        _exists(number, partial(shaped_clause_rows, shape, number), table)
+        _exists(number, partial(shaped_clause_rows, shape, number, prefix=prefix), table)
         for number in range(len(shape))
         if number != skip
     ]

@@ -7,7 +7,8 @@ Rules:
    field) are read, each joined to its record under its stream grant's visibility, as the
    page's evidence is (`search._page_fields`): nothing else leaves the database.
    `hit_counts` reads the searched groups' paths of given records under the search's own
-   scope (`search._in_scope`'s visibility, connections and filter), as `search.hits` does.
+   scope (`search._in_scope`'s visibility, connections and filter), as `search.hits` does:
+   the filter's fields and values bound, the statement cached per its shape (`search` Rule 6).
 2. Texts are the stored chunks, first `chunks` of each field, in order, with the field's whole
    length: the score reads a bounded prefix (`relevance.SCORE_CHARS`).
 3. Occurrences are counted in the database (`replace`), never by sending text: the folded
@@ -20,7 +21,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache, lru_cache, partial
+from functools import cache, partial
 from typing import Any
 
 from sqlalchemy import (
@@ -37,14 +38,13 @@ from sqlalchemy import (
     select,
 )
 
-from pdpp_store._core.filters import Filter
 from pdpp_store._core.grants import StreamGrant
 from pdpp_store._core.layout import is_phrase
 from pdpp_store._core.values import CHUNK_CHARS
 
 from . import visibility
 from .dialects import Capabilities, bound_rows, least
-from .filters import filter_condition
+from .filters import FilterShape, shaped_condition
 from .match import bound_needle, squeezed
 from .requests import Execute, Rows
 from .search import (
@@ -52,11 +52,14 @@ from .search import (
     SearchGroup,
     Target,
     _bound_json,
+    _filter_prefix,
+    _filters,
     _layout,
     _page_fields,
     _page_params,
     _scope_params,
 )
+from .shapes import per_shape
 from .tables import field_chunks, fields, records
 from .visibility import GrantShape, kind_in, same_record
 
@@ -227,9 +230,8 @@ def hit_counts(
         **{f"k_n{n}": bound_needle(needle) for n, needle in enumerate(needles)},
     }
     shapes, layout = _layout(grants, groups)
-    filters = tuple(group.filter for group in groups)
-    if not any(f.clauses for f in filters):
-        filters = ()
+    filters, filter_params = _filters(groups)
+    params.update(filter_params)
     return Execute(partial(_hit_counts, shapes, layout, filters, _phrases(needles), chunks), params)
 
 
@@ -239,11 +241,11 @@ def _searched_paths(targets: Any) -> ColumnElement[bool]:
     return same
 
 
-@lru_cache(maxsize=512)  # a filter's values are part of the statement: bounded, not `cache`
+@per_shape
 def _hit_counts(  # noqa: PLR0917 - the statement's shape
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
-    filters: tuple[Filter, ...],
+    filters: tuple[FilterShape, ...],
     needles: tuple[bool, ...],
     chunks: int,
     caps: Capabilities,
@@ -259,7 +261,11 @@ def _hit_counts(  # noqa: PLR0917 - the statement's shape
             # no index on it for a planner to walk every record of the stream with (SQLite
             # did, reading the bound targets again for each).
             targets.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
-            *((filter_condition(filters[number], records),) if filters else ()),
+            *(
+                (shaped_condition(filters[number], records, prefix=_filter_prefix(number)),)
+                if filters
+                else ()
+            ),
         )
         for number, grant_index in enumerate(layout)
     ]

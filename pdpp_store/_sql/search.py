@@ -20,6 +20,11 @@ Rules:
    strictly after the page cursor's key: keyset pages that never skip or repeat a hit.
 5. As everywhere in `_sql`: every selected column is labelled, and each statement's rows are decoded
    by label by the function below it.
+6. A group's filter reaches the SQL as `shapes.py` Rule 1 has it: the statement is built for
+   each group's filter's *shape* (`filters.filter_shape`: operators and value kinds), the
+   filter's fields and values are bound parameters (group `n`'s: `q<n>_f<m>_*`, `_filters`),
+   and every statement that holds a filter is cached per shape (`shapes.per_shape`). So no
+   filter value is ever statement text, and one statement serves every value of a shape.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache, lru_cache, partial
+from functools import cache, partial
 from typing import Any
 
 from sqlalchemy import (
@@ -54,11 +59,12 @@ from pdpp_store.evidence import FieldInfo
 
 from . import visibility
 from .dialects import BoundColumns, Capabilities, bound_rows, greatest, least, strpos
-from .filters import filter_condition
+from .filters import FilterShape, filter_shape, shaped_condition
 from .index import fts_query, like_pattern, record_candidates
 from .match import PHRASE, bound_needle, haystack_at, needle_mode, squeezed
 from .reads import FIELD_META, field_info
 from .requests import Execute, Rows
+from .shapes import per_shape
 from .tables import field_chunks, fields, records
 from .visibility import GrantShape, grant_params, kind_in, same_record
 
@@ -142,6 +148,25 @@ def _layout(
     return tuple(GrantShape.of(grant) for grant in grants), tuple(g.grant_index for g in groups)
 
 
+def _filter_prefix(group: int) -> str:
+    """The prefix of group `group`'s filter parameters (Rule 6)."""
+    return f"q{group}"
+
+
+def _filters(groups: Sequence[SearchGroup]) -> tuple[tuple[FilterShape, ...], dict[str, Any]]:
+    """Per group, its filter's shape, and the parameters of every group's filter (Rule 6); no
+    shapes at all where no group has a filter (the statement of an unfiltered search)."""
+    if not any(group.filter.clauses for group in groups):
+        return (), {}
+    shapes: list[FilterShape] = []
+    params: dict[str, Any] = {}
+    for number, group in enumerate(groups):
+        shape, values = filter_shape(group.filter, _filter_prefix(number))
+        shapes.append(shape)
+        params.update(values)
+    return tuple(shapes), params
+
+
 def _after() -> Any:
     return tuple_(bindparam("a_conn"), bindparam("a_stream"), bindparam("a_id"))
 
@@ -150,17 +175,21 @@ def _in_scope(
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
     longs: tuple[int, ...],
-    filters: tuple[Filter, ...] = (),
+    filters: tuple[FilterShape, ...] = (),
 ) -> ColumnElement[bool]:
     """A record the search may return (visible under its stream grant, in a searched connection)
-    holding every term (none given: whatever it holds) and, where `filters` are given (one per
-    group), matching its group's filter."""
+    holding every term (none given: whatever it holds) and, where `filters` are given (one
+    shape per group, `_filters`), matching its group's filter."""
     disjuncts = [
         and_(
             visibility.visible_records(shapes[grant_index], f"g{grant_index}"),
             records.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
             *(_term_occurs(number, term, long) for term, long in enumerate(longs)),
-            *((filter_condition(filters[number], records),) if filters else ()),
+            *(
+                (shaped_condition(filters[number], records, prefix=_filter_prefix(number)),)
+                if filters
+                else ()
+            ),
         )
         for number, grant_index in enumerate(layout)
     ]
@@ -216,20 +245,19 @@ def hits(
     # Given keys all lie after `after`: saying so again only misleads a planner (Postgres took
     # the range of every later record for one row and scanned it).
     paged = after is not None and not among
-    filters = tuple(group.filter for group in groups)
-    if not any(f.clauses for f in filters):
-        filters = ()
+    filters, filter_params = _filters(groups)
+    params.update(filter_params)
     return Execute(
         partial(_hits, shapes, layout, longs, filters, paged=paged, among=bool(among)), params
     )
 
 
-@lru_cache(maxsize=512)  # a filter's values are part of the statement: bounded, not `cache`
+@per_shape
 def _hits(
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
     longs: tuple[int, ...],
-    filters: tuple[Filter, ...],
+    filters: tuple[FilterShape, ...],
     caps: Capabilities,
     *,
     paged: bool,

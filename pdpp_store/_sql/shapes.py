@@ -1,5 +1,6 @@
-"""Statements cached per shape: what `query_records`' pages and counts (`query` Rule 6) and its
-changes walk (`changes` Rule 6) share, so the two caches are one idea written once.
+"""Statements cached per shape: what `query_records`' pages and counts (`query` Rule 6), its
+changes walk (`changes` Rule 6) and search's filtered statements (`search` Rule 6) share, so
+the caches are one idea written once.
 
 Rules:
 1. A request's shape is its stream grant's (`visibility.GrantShape`: which optional terms it
@@ -7,7 +8,9 @@ Rules:
    a value: `shaped` gives both shapes and the parameters of both (`g_*` for the grant, `q_f<n>_*`
    for the filter), which a statement built for the shapes takes by name. So no value, granted
    or not, is ever statement text, and the statement a request gets is chosen by the request
-   and the grant only, never by stored data.
+   and the grant only, never by stored data. A statement over several stream grants and
+   filters (search's groups) names each one's parameters with a prefix of its own (`g<i>_*`,
+   `q<n>_f<m>_*`), its shapes the same.
 2. A builder cached per shape takes `per_shape`: a bounded cache (`PER_SHAPE` entries each), since
    the shapes are unbounded in number (an `in` list's length is part of its shape); a shape past
    the bound is built again, as every statement was before the caches.

@@ -6,8 +6,10 @@ Rules:
    stream, connections and searchable granted paths (bound per group), and a record is kept
    only under the search's own scope (`search._in_scope` without terms: its stream grant's
    visibility, a searched connection, its group's filter), as every search statement keeps
-   it. Nothing but record keys and numbers computed from their granted fields leaves the
-   database: the words that contain a term are found and weighed in the statement itself.
+   it; the filter's fields and values are parameters, the statement cached per its shape
+   (`search` Rule 6). Nothing but record keys and numbers computed from their granted fields
+   leaves the database: the words that contain a term are found and weighed in the statement
+   itself.
 2. A word's weight for a term is `words.term_weight`: 1 for the term itself, else
    `PART_WEIGHT` times its occurrences in the word (`replace`, left to right without overlap,
    as `str.count`). A field's tf is the sum of its words' counts times their weights, and
@@ -61,7 +63,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
 from sqlalchemy import (
@@ -86,15 +88,16 @@ from sqlalchemy import (
     union_all,
 )
 
-from pdpp_store._core.filters import Filter
 from pdpp_store._core.grants import StreamGrant
 from pdpp_store._core.relevance import AVERAGE_CHARS, DIGITS, K1, PART_WEIGHT, B
 from pdpp_store._core.words import OVERLONG
 
 from .dialects import Capabilities, bound_rows, strpos
+from .filters import FilterShape
 from .index import MIN_INDEXED_NEEDLE, fts_query, like_pattern
 from .requests import Execute, Rows
-from .search import Key, SearchGroup, _in_scope, _layout, _scope_params
+from .search import Key, SearchGroup, _filters, _in_scope, _layout, _scope_params
+from .shapes import per_shape
 from .tables import records, search_vocabulary, search_words
 from .visibility import GrantShape, same_record
 
@@ -121,13 +124,10 @@ def ranked(
     cap: float | None = None,
 ) -> Execute:
     """The best `limit` records for word `terms` (decoded by `ranked_records`)."""
-    params = _params(grants, groups, terms, limit)
+    params, filters = _params(grants, groups, terms, limit)
     if cap is not None:
         params["w_cap"] = cap
     shapes, layout = _layout(grants, groups)
-    filters = tuple(group.filter for group in groups)
-    if not any(f.clauses for f in filters):
-        filters = ()
     return Execute(
         partial(
             _ranked,
@@ -144,9 +144,13 @@ def ranked(
 
 def _params(
     grants: Sequence[StreamGrant], groups: Sequence[SearchGroup], terms: Sequence[str], limit: int
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], tuple[FilterShape, ...]]:
+    """The statement's parameters, and its groups' filters' shapes (`search._filters`: their
+    fields and values are among the parameters)."""
+    filters, filter_params = _filters(groups)
     params: dict[str, Any] = {
         **_scope_params(grants, groups, None),
+        **filter_params,
         "w_terms": json.dumps([[n, term] for n, term in enumerate(terms)], ensure_ascii=False),
         "w_limit": limit,
         "w_probe": PROBE * limit,
@@ -164,7 +168,7 @@ def _params(
         if len(term) >= MIN_INDEXED_NEEDLE:  # Rule 8
             params[f"w_fts{number}"] = fts_query(term)
             params[f"w_like{number}"] = like_pattern(term)
-    return params
+    return params, filters
 
 
 def _widths(groups: Sequence[SearchGroup]) -> tuple[int, ...]:
@@ -312,12 +316,12 @@ def _same_cell(word: Any, weighed: Any, caps: Capabilities) -> Any:
     )
 
 
-@lru_cache(maxsize=512)  # a filter's values are part of the statement: bounded, not `cache`
+@per_shape
 def _ranked(  # noqa: PLR0917 - the statement's shape
     shapes: tuple[GrantShape, ...],
     layout: tuple[int, ...],
     widths: tuple[int, ...],
-    filters: tuple[Filter, ...],
+    filters: tuple[FilterShape, ...],
     indexed: tuple[bool, ...],
     caps: Capabilities,
     *,
@@ -513,11 +517,9 @@ def band(  # noqa: PLR0917 - the band and its statement
     """The first `limit` records in key order whose score lies in `[low, high]`, with the
     band's lowest and highest score, size and whether any is bounded (Rule 6; decoded by
     `ranked_records` and `band_of`)."""
-    params = {**_params(grants, groups, terms, limit), "w_low": low, "w_high": high}
+    params, filters = _params(grants, groups, terms, limit)
+    params.update(w_low=low, w_high=high)
     shapes, layout = _layout(grants, groups)
-    filters = tuple(group.filter for group in groups)
-    if not any(f.clauses for f in filters):
-        filters = ()
     return Execute(
         partial(
             _ranked,
