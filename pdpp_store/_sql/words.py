@@ -67,6 +67,7 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Float,
     Integer,
@@ -159,6 +160,8 @@ def _params(
     cells: set[tuple[str, str, str]] = set()
     for number, group in enumerate(groups):
         stream = grants[group.grant_index].name
+        # `_path_number` names a field by its group's stream and connection: one group each.
+        assert not any(cell[:2] == (c, stream) for c in group.connection_ids for cell in cells)
         params[f"w_s{number}"] = stream
         params[f"w_p{number}"] = list(group.paths)
         params.update((f"w_p{number}_{n}", path) for n, path in enumerate(group.paths))
@@ -413,11 +416,8 @@ def _ranked(  # noqa: PLR0917 - the statement's shape
     in_scope = _in_scope(shapes, layout, (), filters)
     if band:  # Rule 6
         low, high = bindparam("w_low", type_=Float), bindparam("w_high", type_=Float)
-        rows = (
-            select(scored)
-            .where(scored.c.score >= low, scored.c.score <= high, _scoped(scored, in_scope))
-            .subquery("band")
-        )
+        in_range = select(scored).where(scored.c.score >= low, scored.c.score <= high).subquery()
+        rows = _in_scope_rows(in_range, in_scope, caps).subquery("band")
         return (
             select(
                 *rows.c,
@@ -437,11 +437,12 @@ def _ranked(  # noqa: PLR0917 - the statement's shape
             .cte("kept")
         )
     limit = bindparam("w_limit", type_=Integer)
-    best = _first_in_scope(every, in_scope, limit, bindparam("w_probe", type_=Integer), caps)
+    best = _first_in_scope(every, in_scope, limit, bindparam("w_probe", type_=BigInteger), caps)
     best = best.cte("best")
     # Rule 7: the score of the first record in scope below the page's last row.
     lowest = select(func.min(best.c.score)).scalar_subquery()
-    beneath = select(every).where(every.c.score < lowest).cte("beneath")
+    full = select(func.count()).select_from(best).scalar_subquery() >= limit  # else unused
+    beneath = select(every).where(every.c.score < lowest, full).cte("beneath")
     below = _first_in_scope(
         beneath, in_scope, 1, bindparam("w_below", type_=Integer), caps
     ).subquery("below")
@@ -469,41 +470,46 @@ def _scoped(rows: Any, in_scope: Any) -> Any:
 
 def _first_in_scope(rows: Any, in_scope: Any, n: Any, probe: Any, caps: Capabilities) -> Any:
     """The first `n` rows of `rows` (a `WITH` table) best first whose records are in the
-    search's scope (Rule 10): among the best `probe` rows (a sort that keeps only them),
-    looked up one by one in order until `n` are in scope; only where those hold fewer than
-    `n` and `rows` holds more than `probe`, the same among all of `rows` (a condition the
-    databases evaluate once, before that branch runs)."""
-    best = _in_scope_in_order(
-        select(rows).order_by(*_best_first(rows)).limit(probe).subquery(), in_scope, n, caps
-    ).cte(f"{rows.name}_probed")
+    search's scope (Rule 10): among the best `probe` rows (a sort that keeps only them), each
+    looked up by key; only where those hold fewer than `n` and `rows` holds more than
+    `probe`, among all of `rows`, joined to their records as the planner chooses (a condition
+    the databases evaluate once, before that branch runs). Each branch states its order: no
+    answer rests on the order a database happens to scan in."""
+    probed = select(rows).order_by(*_best_first(rows)).limit(probe).subquery()
+    best = (
+        _in_scope_rows(probed, in_scope, caps)
+        .order_by(*_best_first(probed))
+        .limit(n)
+        .cte(f"{rows.name}_probed")
+    )
     more = and_(
         select(func.count()).select_from(best).scalar_subquery() < n,
         select(func.count()).select_from(rows).scalar_subquery() > probe,
     )
-    # A sorted subquery neither database merges into its query (SQLite: one with a `LIMIT`);
-    # the condition is inside it, or SQLite sorted every row before asking it.
-    every = select(rows).where(more).order_by(*_best_first(rows))
-    every = every.offset(0) if caps.name == "postgresql" else every.limit(-1)
-    rest = _in_scope_in_order(every.subquery(), in_scope, n, caps).subquery()
+    rest = (
+        select(rows)
+        .select_from(rows.join(records, and_(same_record(records, rows), in_scope)))
+        .where(more)
+        .order_by(*_best_first(rows))
+        .limit(n)
+        .subquery()
+    )
     return union_all(select(best).where(~more), select(rest))
 
 
-def _in_scope_in_order(rows: Any, in_scope: Any, n: Any, caps: Capabilities) -> Select[Any]:
-    """The first `n` of `rows` (a sorted subquery) in the search's scope, in its order. SQLite
-    scans a subquery it cannot merge in its order and asks the `EXISTS` of each row it reads;
-    Postgres looks each up (`LATERAL`) in a nested loop over the sorted rows, which keeps
-    their order, so the order it is told again costs no sort."""
+def _in_scope_rows(rows: Any, in_scope: Any, caps: Capabilities) -> Select[Any]:
+    """The rows of `rows` whose records are in the search's scope, each looked up by key:
+    SQLite asks an `EXISTS` of each row; Postgres looks each up (`LATERAL`) in a nested loop
+    over the rows, which keeps their order (so an order it is told again costs no sort)."""
     if caps.name != "postgresql":
-        return select(rows).where(_scoped(rows, in_scope)).limit(n)
+        return select(rows).where(_scoped(rows, in_scope))
     look_up = (
         select(literal(1).label("found"))
         .where(same_record(records, rows), in_scope)
-        .offset(0)  # not pulled up into the join: looked up per row, in order
+        .offset(0)  # not pulled up into the join: looked up per row
         .lateral()
     )
-    return (
-        select(rows).select_from(rows.join(look_up, true())).order_by(*_best_first(rows)).limit(n)
-    )
+    return select(rows).select_from(rows.join(look_up, true()))
 
 
 def band(  # noqa: PLR0917 - the band and its statement

@@ -87,9 +87,54 @@ _HIDDEN_FIRST = {
 two by score then key: the best three hold one record in scope."""
 
 
+def _tied(subject: str, from_name: str, from_email: str, number: int) -> dict[str, Any]:
+    return {
+        "id": f"r{number}",
+        "received_at": "2026-01-01T00:00:00Z",
+        "subject": subject,
+        "from_name": from_name,
+        "from_email": from_email,
+    }
+
+
+_TIED_BELOW_BY_A_UNIT = {
+    "records": [
+        _tied("ab x", "ab x x x x x x", "ab", 0),
+        _tied("ab", "ab x", "ab x x x x x x", 1),
+        _tied("ab", "ab x", "ab x x x x x x", 2),
+    ],
+    "granted": {"subject", "from_name", "from_email", "snippet"},
+    "terms": ["ab"],
+    "limit": 1,
+    "order": "relevance",
+    "since_day": None,
+    "scan": 1000,
+}
+"""Three records of one exact score, r0's float score a unit in the last place below the
+others' (its fields' parts summed in another order), no order field granted: the page is r0
+(ties go by key), which only `below` (Rule 7) tells the word path."""
+
+_HIDDEN_BELOW = {
+    "records": [
+        {"id": f"r{n}", "received_at": f"2026-01-0{1 if n == 2 else 2}T00:00:00Z", "subject": s}
+        for n, s in enumerate(["ab ab ab", "ab ab", "ab", "ab x", "ab x x x"])
+    ],
+    "granted": None,
+    "terms": ["ab"],
+    "limit": 1,
+    "order": "relevance",
+    "since_day": 2,
+    "scan": 1000,
+}
+"""Five records of falling scores; the filter hides the third, the first below a page of two:
+`below` is the fourth's, found by the second look when the first looks at one record."""
+
+
 @on_one_store()
 @given(scenario=prop.scenarios())
 @example(scenario=_HIDDEN_FIRST)
+@example(scenario=_TIED_BELOW_BY_A_UNIT)
+@example(scenario=_HIDDEN_BELOW)
 def test_the_word_statement_looking_up_few_records_answers_as_if_it_looked_up_all(
     each_database: Store, scenario: dict[str, Any]
 ) -> None:
@@ -106,7 +151,8 @@ def test_the_word_statement_looking_up_few_records_answers_as_if_it_looked_up_al
 
         def recording(rows: Any, calls: list[list[tuple[Any, ...]]] = calls) -> Any:
             found = real(rows)
-            calls.append([(row.key[1:], row.score, row.sure, row.isolated) for row in found])
+            below = rows[0].get("below") if rows else None
+            calls.append([(row.key[1:], row.score, row.sure, row.isolated, below) for row in found])
             return found
 
         with (
