@@ -130,8 +130,8 @@ async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T
                 if healthy(exc):
                     await shielded(release(conn))
                 else:
-                    await shielded(discard(conn, driver))
                     _let_go_of_frames(exc)
+                    await shielded(discard(conn, driver))
                 raise
             await shielded(release(conn))
             return result
