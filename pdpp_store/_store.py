@@ -8,6 +8,18 @@ travels with its generator, and `_run` runs it as a read or in a write transacti
 `kind` says, so the fronts cannot drift apart in behaviour, and a test holds both (and the CLI)
 to the catalogue. Opening is written once too (`_opening`): each front's `open` only does its
 steps with its own I/O.
+
+Closing an `AsyncStore` (`AsyncStore.close`) is bounded, and cancels nothing that writes:
+1. It waits for the writes still running (a cancelled caller's write runs to its end), each
+   bounded as every write is, by the busy timeout's waits.
+2. It stops the read audit's writer without cancelling the batch it writes, and waits for it at
+   most `busy_timeout_s` (`_runtime.audit`, Rule 5): a cancellation delivered inside the driver
+   can come back as another error (psycopg, in an `executemany`), which a writer that took it
+   for a failed batch survived, and a close that awaited it then waited for ever.
+3. It lets go of the kept read connections (a read still running closes its own at its end),
+   then disposes of the engine. Only connections whose last operation ended normally or with a
+   `StoreError` were kept or pooled (`_runtime.errors.healthy`), so giving them back sends the
+   database nothing that could wait.
 """
 
 from __future__ import annotations
@@ -717,6 +729,9 @@ class AsyncStore(_StoreCore):
             self._writers.release()
 
     async def close(self) -> None:
+        """Wait for the writes still running, stop the read audit's writer (what it holds is
+        written, within `busy_timeout_s`), let go of the kept read connections and dispose of
+        the engine (bounded: see the module's rules on closing)."""
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
         if isinstance(self._audit_writer, AsyncAuditWriter):

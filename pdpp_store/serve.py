@@ -21,8 +21,9 @@ Rules:
    and the migration runs once); each worker then opens its own store at its application's
    startup, on its own loop (rule 2), under the grants the parent read (rule 1). Ending the
    parent by its pid (SIGINT or SIGTERM) ends every worker gracefully; a worker that dies is
-   replaced; a worker that cannot start stops the whole server, and `run` then raises
-   `storage_unavailable` (uvicorn has logged the worker's reason). Workers are spawned, so a
+   replaced; a worker that cannot start stops the whole server, as soon as it has exited
+   (`_Supervisor`), and `run` then raises `storage_unavailable` (uvicorn has logged the
+   worker's reason). Workers are spawned, so a
    program calling `run(..., workers=N)` keeps it under `if __name__ == "__main__":`.
 5. An address `run` cannot listen on (the port in use, a host not of this machine) is an
    `invalid_request` naming `port` or `host`, checked before the store is opened; uvicorn, which
@@ -328,6 +329,30 @@ class _OpenedAtStartup:
         await send({"type": "lifespan.shutdown.complete"})
 
 
+class _Supervisor(Multiprocess):
+    """uvicorn's supervisor, which sees a worker's end as soon as it comes.
+
+    It pings each worker and waits up to the healthcheck timeout for the answer, on a pipe whose
+    worker end it also holds: a worker that ended after the ping (one whose startup failed, a
+    fraction of a second after it answered the previous ping) never closed the pipe, and the
+    supervisor waited the whole 30 s before seeing that it had exited. Once a worker is started
+    its end of the pipe is the worker's alone, so its exit closes it and the waiting ping ends at
+    once; a worker that is alive but does not answer is still given the whole timeout."""
+
+    def init_processes(self) -> None:
+        super().init_processes()
+        self._let_go_of_worker_ends()
+
+    def keep_subprocess_alive(self) -> None:
+        super().keep_subprocess_alive()
+        self._let_go_of_worker_ends()  # of the workers started in place of those that died
+
+    def _let_go_of_worker_ends(self) -> None:
+        for process in self.processes:
+            if process.process.pid is not None:  # started: the worker holds its own copy
+                process.child_conn.close()
+
+
 def _run_workers(
     url: str,
     grants: Tokens,
@@ -359,7 +384,7 @@ def _run_workers(
     )
     handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
     try:
-        supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+        supervisor = _Supervisor(config, sockets=[config.bind_socket()])
         supervisor.run()
     finally:  # the supervisor's handlers only queue a signal for its loop, which has ended
         for sig, handler in handlers.items():

@@ -10,13 +10,23 @@ Rules:
    least once per `FLUSH_INTERVAL_S`, and writes them in one transaction per `BATCH_ROWS`.
 2. `flush()` writes what is pending now (the owner's `list_audit` asks for it first, so a
    process sees its own reads); `close()` stops the writer and flushes, so a store closed in
-   the ordinary way loses nothing. A process that dies loses at most the last interval.
+   the ordinary way loses nothing. A process that dies loses at most the last interval. Once
+   closed, no writer starts again: the entry of a read that ends after `close` is not written.
 3. The writer has an engine of its own (one connection, the store's options and hooks), made at
    its first batch: it never takes a pooled connection a read or a write of the store waits
    for, and the store's engine carries only the store's own statements.
 4. A batch the database refuses (locked past the busy timeout, gone) is kept and retried at the
    next interval; at most `MAX_PENDING` entries wait, and past that the oldest are dropped and
    counted. The log says how many, never what: an entry holds query terms.
+5. Closing is bounded (`AsyncAuditWriter.close`): it never cancels a batch being written, as a
+   write is never cancelled either (a statement cancelled inside the driver leaves its
+   connection in an unknown state, and psycopg can report such a cancellation as another
+   error). It wakes the writer from its pause; the writer's task ends the batch it is writing
+   (bounded like any write, by the busy timeout's waits), writes what is left and ends;
+   `close` waits for it at most `busy_timeout_s`, and past that leaves it to end on its own.
+   A writer task cancelled by someone else (the end of `asyncio.run`) ends too, whatever
+   error the driver made of the cancellation: it never goes on pausing and writing after a
+   cancellation, so nothing that waits for it waits for ever.
 """
 
 from __future__ import annotations
@@ -209,19 +219,45 @@ class AsyncAuditWriter:
         self._interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
         self._flushing: asyncio.Lock | None = None
+        self._pause: asyncio.Future[None] | None = None
+        """What the writer's task awaits between batches: resolved by its timer, or by
+        `close` (rule 5)."""
+        self._closed = False
 
     def started(self) -> None:
-        """Start the writer on the running loop if it is not running (called after each add)."""
+        """Start the writer on the running loop if it is not running (called after each add);
+        never once closed (rule 2)."""
+        if self._closed:
+            return
         if self._task is None or self._task.done():
             loop = asyncio.get_running_loop()
             self._flushing = asyncio.Lock()
             self._task = loop.create_task(self._loop(), name="pdpp-store-audit")
 
     async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval_s)
-            with contextlib.suppress(Exception):  # kept and reported by flush (rule 3)
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        while not self._closed:
+            pause = self._pause = loop.create_future()
+            timer = loop.call_later(self._interval_s, _resolve, pause)
+            try:
+                await pause
+            finally:
+                timer.cancel()
+                self._pause = None
+            if self._closed:
+                break
+            cancelled = False
+            try:
                 await self.flush()
+            except asyncio.CancelledError:
+                cancelled = True
+            except Exception:  # kept and reported by flush (rule 4)
+                # A cancellation the driver reported as another error still ends the writer.
+                cancelled = task is not None and task.cancelling() > 0
+            if cancelled:  # raised here, the batch's error and its frames are not kept (rule 5)
+                raise asyncio.CancelledError
+        await self._finish()  # closed: what is left, by the task `close` waits for
 
     async def flush(self) -> None:
         """Write every pending entry now (rule 2); a failure keeps them and raises."""
@@ -242,15 +278,35 @@ class AsyncAuditWriter:
                         raise
             finally:
                 _report(self._pending, error)
+                error = None  # not kept by this frame: a traceback holds the driver's objects
 
     async def close(self) -> None:
+        """Stop the writer, then write what is left (rule 2), without cancelling a batch being
+        written and without waiting for the writer more than `busy_timeout_s` (rule 5)."""
+        self._closed = True
+        if self._pause is not None:
+            _resolve(self._pause)
         task, self._task = self._task, None
         if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait({task}, timeout=self._busy_timeout_s)  # it writes what is left
+            if not task.done():
+                log.warning(
+                    "read audit: the writer did not stop within %g s; it goes on alone",
+                    self._busy_timeout_s,
+                )
+            return
+        del task  # none ran, or it was cancelled (rule 5): what is left is written here
+        await self._finish()
+
+    async def _finish(self) -> None:
+        """Write what is left and let go of the writer's engine."""
         with contextlib.suppress(Exception):  # reported by flush; closing does not raise for it
             await self.flush()
         if self._engine is not None:
-            await self._engine.dispose()
-            self._engine = None
+            engine, self._engine = self._engine, None
+            await engine.dispose()
+
+
+def _resolve(pause: asyncio.Future[None]) -> None:
+    if not pause.done():
+        pause.set_result(None)

@@ -11,6 +11,8 @@ Rules:
    refines the translation). Nothing else in the package catches a database error to report it.
 3. Inside a boundary the raw error is still what handlers see (whether a connection is fit for
    reuse, `healthy`; whether the database dropped it), so translation is the outermost step.
+4. Only the store's own refusals (`StoreError`) leave a connection fit for reuse: after any other
+   error its state is unknown, and it is discarded, never handed back to the pool.
 """
 
 from __future__ import annotations
@@ -144,8 +146,10 @@ def file_unusable(exc: BaseException) -> bool:
 
 def healthy(exc: BaseException) -> bool:
     """Whether a connection is fit for reuse after `exc` ended an operation on it: a domain
-    error raised by the operation leaves it so; a database error or a cancellation may not."""
-    return isinstance(exc, Exception) and not isinstance(exc, DB_ERRORS)
+    error the operation raised (a `StoreError`) leaves it so; a database error, a cancellation,
+    or any other error may not (a driver interrupted mid-call can report the interruption as an
+    error of its own, psycopg's `AssertionError` of a pipeline left entered: Rule 4)."""
+    return isinstance(exc, StoreError)
 
 
 def translating(refine: Callable[[StoreError], StoreError] | None = None) -> _Translating:

@@ -9,11 +9,13 @@ Rules:
 2. The whole life of the connection, checkout to release, is inside `errors.translating`.
 3. A cancelled or failed async write discards its connection in a shielded cleanup
    (`connections`); a domain error raised by the operation leaves it healthy: rolled back and
-   reused.
+   reused. After a discard the locals of the frames the error went through are cleared
+   (`_let_go_of_frames`), so that nothing of the discarded connection outlives the call.
 """
 
 from __future__ import annotations
 
+import traceback
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -96,6 +98,20 @@ async def _drive_async(conn: AsyncConnection, op: Op[T], dialect: Capabilities) 
             return done.value  # type: ignore[no-any-return]
 
 
+def _let_go_of_frames(exc: BaseException) -> None:
+    """Clear the locals of the finished frames `exc` went through (and of those of the errors it
+    came with): on SQLite a statement still referenced there keeps the discarded connection,
+    closed but not yet freed, holding its write lock until the collector finds the cycle
+    (SQLAlchemy's frames hold their exception), and every other write waits for it meanwhile.
+    The traceback itself is kept whole."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__cause__ or error.__context__
+
+
 async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T:
     dialect = capabilities(engine.dialect.name)
     conn = engine.connect()
@@ -108,10 +124,14 @@ async def run_async(engine: AsyncEngine, op: Op[T], *, write: bool = False) -> T
                 await conn.execution_options(**execution_options(dialect, write))
                 result = await _drive_async(conn, op, dialect)
             except BaseException as exc:
-                # Cancelled (or a database error) mid-operation: the connection's state is
-                # unknown. A domain error raised by the operation leaves it healthy: roll back
-                # and reuse.
-                await shielded(release(conn) if healthy(exc) else discard(conn, driver))
+                # Cancelled (or any error but a domain one) mid-operation: the connection's
+                # state is unknown. A domain error raised by the operation leaves it healthy:
+                # roll back and reuse.
+                if healthy(exc):
+                    await shielded(release(conn))
+                else:
+                    _let_go_of_frames(exc)
+                    await shielded(discard(conn, driver))
                 raise
             await shielded(release(conn))
             return result
