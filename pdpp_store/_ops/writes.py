@@ -25,12 +25,12 @@ Rules:
    written again) and each field path rewritten, added or removed, with the field's instant
    before (`write_sql.insert_changes`, one statement per batch).
 7. The word index (`_sql.tables` Rule 12) follows the fields: every text-like field a batch
-   writes gets its words' rows (`_core.words.field_words`) and the batch's new words go into
-   the vocabulary, two statements per batch (`write_sql.insert_words`, `insert_vocabulary`);
-   a text-like field rewritten or removed loses its rows before its chunks, by its words
-   computed again from its stored scored prefix (`write_sql.scored_prefixes`, `delete_words`:
-   the index has no record-order key), two statements per batch. A soft delete keeps them, as
-   it keeps the fields: every read of them is under the grant's visibility.
+   writes gets its words' rows (`_core.words.field_words`) and its word list, and the batch's
+   new words go into the vocabulary, three statements per batch (`write_sql.insert_words`,
+   `insert_word_lists`, `insert_vocabulary`); a text-like field rewritten or removed loses its
+   rows by the words of its list (`write_sql.stored_word_lists`, `delete_words`: the index has
+   no record-order key), two statements per batch, and its list with its chunks. A soft delete
+   keeps them, as it keeps the fields: every read of them is under the grant's visibility.
 """
 
 from __future__ import annotations
@@ -488,8 +488,7 @@ def _unword_fields(
     old_fields: dict[str, dict[str, write_sql.StoredField]],
 ) -> Op[None]:
     """Delete the word rows of the text-like fields of `dropped` (`(record_id, path)` pairs),
-    by their words computed again from their stored scored prefixes (Rule 7), while their
-    chunks still hold the text."""
+    by the words their lists hold (Rule 7); the lists go with the fields."""
     worded = [
         (record_id, path)
         for record_id, path in dropped
@@ -497,14 +496,9 @@ def _unword_fields(
     ]
     if not worded:
         return
-    texts = write_sql.scored_texts(
-        (yield write_sql.scored_prefixes(connection_id, stream, worded)) or []
+    gone = write_sql.word_lists(
+        (yield write_sql.stored_word_lists(connection_id, stream, worded)) or []
     )
-    gone = [
-        (record_id, path, words)
-        for (record_id, path), text in texts.items()
-        if (words := list(field_words(text)))
-    ]
     if not gone:
         return
     # not `yield from`: the runtime sends each statement's rows back, a tuple cannot take them
@@ -597,8 +591,10 @@ def upsert_records(
             if words:  # the word index (Rule 7)
                 for statement in write_sql.insert_words(connection_id, stream, words):
                     yield statement
+                yield write_sql.insert_word_lists(connection_id, stream, words)
                 yield write_sql.insert_vocabulary(vocabulary)
                 changed["search_words"] += sum(len(counts) for *_, counts in words)
+                changed["search_word_lists"] += len(words)
                 changed["search_vocabulary"] += len(vocabulary)
             indexed = [
                 (rid, item.path) for rid, item in plan.new_fields if _indexed(item, searchable)

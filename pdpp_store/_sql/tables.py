@@ -75,8 +75,12 @@ Rules:
    key's B-tree is the table; Postgres: the key's index `INCLUDE`s the counts), so a word's
    postings are read from the key alone, and each row is written into one B-tree (on
    Postgres, the heap and one B-tree). No structure is in record order: a field's rows are
-   deleted by their full keys, its words computed again from the scored prefix of its stored
-   text (`_core.words.field_words`, as when it was written), read before its chunks go.
+   deleted by their full keys, its words read from `search_word_lists`, one row per field that
+   has word rows, keyed in record order (Rule 1), whose `words` are the words of its rows
+   (`OVERLONG` included) joined by single spaces (no word holds a space), written and deleted
+   with them. (Computing the words again from the stored text instead was cheaper to keep, but
+   deleted nothing of rows whose text had changed outside the writes, and then the field's new
+   rows met them.)
    `search_vocabulary` holds each distinct word per
    `(connection_id, stream, path)`, inserted (never deleted: a word no longer held has no
    postings, and every read of postings is under the grant's visibility), for the words
@@ -128,6 +132,7 @@ __all__ = [
     "read_audit",
     "records",
     "search_vocabulary",
+    "search_word_lists",
     "search_words",
     "streams",
     "value_counts",
@@ -378,6 +383,15 @@ search_words = Table(
     # the rest of the row, so a word's postings are read from the key alone.
     PrimaryKeyConstraint(*WORD_KEY, postgresql_include=["occurrences", "size_chars"]),
     sqlite_with_rowid=False,
+)
+
+search_word_lists = Table(
+    "search_word_lists",
+    metadata,
+    *record_key(),
+    Column("path", key_text(), nullable=False),
+    Column("words", Text, nullable=False),
+    PrimaryKeyConstraint("connection_id", "stream", "record_id", "path"),
 )
 
 search_vocabulary = Table(

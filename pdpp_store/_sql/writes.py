@@ -15,9 +15,9 @@ Rules:
    one executemany per batch (`insert_changes`); the field rows it replaces are read with their
    instant (`existing_fields`), so an update needs no statement more than before.
 5. The word index's rows (`tables` Rule 12) go in as one statement per batch, built from the
-   fields' word counts (`FieldWords`, `insert_words`), and go out by their whole keys
-   (`delete_words`): no structure is in record order, so a field's words are computed again
-   from the scored prefix of its stored text (`scored_prefixes`), read before its chunks go.
+   fields' word counts (`FieldWords`, `insert_words`), with one word list per field
+   (`insert_word_lists`), and go out by their whole keys (`delete_words`): no structure is in
+   record order, so a field's words are read from its list (`stored_word_lists`) first.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ from sqlalchemy import bindparam, delete, func, insert, select, text, tuple_, up
 from sqlalchemy.sql.base import Executable
 
 from pdpp_store._core.manifest import Manifest
-from pdpp_store._core.relevance import SCORE_CHARS
-from pdpp_store._core.values import CHUNK_CHARS
 
 from .dialects import Capabilities, insert_ignoring
 from .requests import DriverSQL, Execute, Rows
@@ -50,6 +48,7 @@ from .tables import (
     manifests,
     records,
     search_vocabulary,
+    search_word_lists,
     search_words,
     streams,
 )
@@ -59,8 +58,8 @@ __all__ = [
     "CHUNK_COLUMNS",
     "EXISTENCE",
     "FIELD_COLUMNS",
+    "LIST_COLUMNS",
     "RECORD_TABLES",
-    "SCORED_CHUNKS",
     "VOCABULARY_COLUMNS",
     "WORD_COLUMNS",
     "FieldWords",
@@ -83,6 +82,7 @@ __all__ = [
     "insert_first_cursor_key",
     "insert_records",
     "insert_vocabulary",
+    "insert_word_lists",
     "insert_words",
     "live_record_version",
     "manifest_document",
@@ -92,14 +92,14 @@ __all__ = [
     "newest_key_id",
     "record_version",
     "replace_manifest",
-    "scored_prefixes",
-    "scored_texts",
     "stale_table_names",
     "stale_tables",
     "stored_fields",
     "stored_manifest",
     "stored_records",
+    "stored_word_lists",
     "update_records",
+    "word_lists",
 ]
 
 
@@ -164,6 +164,7 @@ RECORD_TABLES = (
     "field_values",
     "change_log",
     "search_words",
+    "search_word_lists",
     "search_vocabulary",
 )
 
@@ -350,9 +351,6 @@ VOCABULARY_COLUMNS = tuple(column.name for column in search_vocabulary.columns)
 FieldWords = tuple[str, str, int, Mapping[str, int]]
 """A text-like field's words (Rule 5): `(record_id, path, size_chars, {word: count})`."""
 
-SCORED_CHUNKS = -(-SCORE_CHARS // CHUNK_CHARS)
-"""The chunks that hold a field's scored prefix (`relevance.SCORE_CHARS` code points)."""
-
 
 def insert_words(
     connection_id: str, stream: str, fields: Sequence[FieldWords]
@@ -423,29 +421,41 @@ def _insert_words_json() -> Executable:
     )
 
 
-def scored_prefixes(connection_id: str, stream: str, keys: Sequence[tuple[str, str]]) -> Execute:
-    """The chunks of the scored prefix of each field of `keys` (`(record_id, path)` pairs),
-    in order (decoded by `scored_texts`): the text whose words a field's rows hold, read
-    before a rewritten or removed field's rows are deleted (`delete_words`)."""
+LIST_COLUMNS = tuple(column.name for column in search_word_lists.columns)
+WORD_SEPARATOR = " "
+"""Joins a field's words in `search_word_lists.words` (no word holds it: `_core.words`)."""
+
+
+def insert_word_lists(connection_id: str, stream: str, fields: Sequence[FieldWords]) -> Execute:
+    """One `search_word_lists` row per field of `fields`: the words its rows hold (`tables`
+    Rule 12), one executemany per batch."""
+    rows = [
+        (connection_id, stream, record_id, path, WORD_SEPARATOR.join(counts))
+        for record_id, path, _, counts in fields
+    ]
+    return Execute(_insert_word_lists, rows=rows)
+
+
+def _insert_word_lists(caps: Capabilities) -> DriverSQL:
+    return _insert_rows("search_word_lists", LIST_COLUMNS, caps)
+
+
+def stored_word_lists(connection_id: str, stream: str, keys: Sequence[tuple[str, str]]) -> Execute:
+    """The word lists of the fields of `keys` (`(record_id, path)` pairs) that have word rows
+    (decoded by `word_lists`), read before their rows are deleted (`delete_words`)."""
+    lists = search_word_lists
     return Execute(
-        select(field_chunks.c.record_id, field_chunks.c.path, field_chunks.c.text)
-        .where(
-            field_chunks.c.connection_id == connection_id,
-            field_chunks.c.stream == stream,
-            tuple_(field_chunks.c.record_id, field_chunks.c.path).in_(list(keys)),
-            field_chunks.c.chunk_no < SCORED_CHUNKS,
+        select(lists.c.record_id, lists.c.path, lists.c.words).where(
+            lists.c.connection_id == connection_id,
+            lists.c.stream == stream,
+            tuple_(lists.c.record_id, lists.c.path).in_(list(keys)),
         )
-        .order_by(field_chunks.c.record_id, field_chunks.c.path, field_chunks.c.chunk_no)
     )
 
 
-def scored_texts(rows: Rows) -> dict[tuple[str, str], str]:
-    """`scored_prefixes`' answer: per `(record_id, path)`, the text of its chunks (a field
-    with no chunk, the empty text, is absent: it has no words)."""
-    pieces: dict[tuple[str, str], list[str]] = {}
-    for row in rows:
-        pieces.setdefault((row["record_id"], row["path"]), []).append(row["text"])
-    return {key: "".join(parts) for key, parts in pieces.items()}
+def word_lists(rows: Rows) -> list[tuple[str, str, list[str]]]:
+    """`stored_word_lists`' answer: `(record_id, path, words)` per field."""
+    return [(row["record_id"], row["path"], row["words"].split(WORD_SEPARATOR)) for row in rows]
 
 
 def delete_words(
@@ -499,12 +509,15 @@ def _insert_vocabulary(caps: Capabilities) -> DriverSQL:
     )
 
 
-def delete_fields(rows: Sequence[Mapping[str, Any]]) -> tuple[Execute, Execute, Execute]:
-    """The comparable values, the chunks, then the fields, of one record's listed paths per
-    row (keyed by `k_connection_id`, `k_stream`, `k_record_id`, `k_path`); their word rows go
-    before, by their words (`delete_words`)."""
+def delete_fields(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[Execute, Execute, Execute, Execute]:
+    """The comparable values, the word lists, the chunks, then the fields, of one record's
+    listed paths per row (keyed by `k_connection_id`, `k_stream`, `k_record_id`, `k_path`);
+    their word rows go before, by the lists' words (`delete_words`)."""
     return (
         Execute(_delete_fields(field_values), rows),
+        Execute(_delete_fields(search_word_lists), rows),
         Execute(_delete_fields(field_chunks), rows),
         Execute(_delete_fields(fields), rows),
     )

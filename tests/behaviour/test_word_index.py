@@ -1,4 +1,5 @@
-"""The word index (`search_words`, `search_vocabulary`; docs/decisions.md "The word index"):
+"""The word index (`search_words`, `search_word_lists`, `search_vocabulary`; docs/decisions.md
+"The word index"):
 kept by every write in its transaction, equal to the words of every stored text-like field's
 scored prefix (`_core.words.field_words` of its stored text), through inserts, updates (a
 field changed, one removed, one no longer text-like, a long one rewritten: rows deleted by
@@ -38,6 +39,20 @@ def _word_rows(url: str) -> set[WordRow]:
 def _vocabulary(url: str) -> set[tuple[str, str, str, str]]:
     rows = _rows(url, "SELECT connection_id, stream, path, word FROM search_vocabulary")
     return {(c, s, p, w) for c, s, p, w in rows}
+
+
+def _word_lists(url: str) -> dict[tuple[str, str, str, str], list[str]]:
+    """Each field's word list (`search_word_lists`), its words sorted."""
+    rows = _rows(url, "SELECT connection_id, stream, record_id, path, words FROM search_word_lists")
+    return {(c, s, r, p): sorted(words.split(" ")) for c, s, r, p, words in rows}
+
+
+def _lists_of(rows: set[WordRow]) -> dict[tuple[str, str, str, str], list[str]]:
+    """The word lists the rows call for: per field with rows, the words of its rows."""
+    lists: dict[tuple[str, str, str, str], list[str]] = {}
+    for c, s, r, p, w, *_ in rows:
+        lists.setdefault((c, s, r, p), []).append(w)
+    return {key: sorted(found) for key, found in lists.items()}
 
 
 def _expected(url: str) -> set[WordRow]:
@@ -91,6 +106,8 @@ def test_every_write_keeps_the_word_index(db_url: str) -> None:
     _write(db_url)
     stored = _word_rows(db_url)
     assert stored == _expected(db_url)
+    assert _word_lists(db_url) == _lists_of(stored)
+    assert _word_lists(db_url)[("w2", STREAM, "b", "title")] == ["", "short", "\u03c3igma"]
     titles = {(c, r, w): n for c, _, r, p, w, n, _ in stored if p == "title"}
     assert titles[("w1", "a", "changed")] == 1
     assert ("w1", "a", "hello") not in titles  # the old value's rows went with it
@@ -226,13 +243,14 @@ def test_migration_0017_puts_the_rows_in_word_order_and_keeps_them(db_url: str) 
     record-order key and the word-order index, with the same rows; the writer then keeps the
     rows exact on the converted store (a rewrite deletes the old words by their keys)."""
     _write(db_url)
-    written = _word_rows(db_url)
+    written, lists = _word_rows(db_url), _word_lists(db_url)
     run_alembic(db_url, "downgrade", "0016")
     assert _shape(db_url) == (RECORD_ORDER, ["ix_search_words_word"])
     assert _word_rows(db_url) == written
     run_alembic(db_url, "upgrade", "head")
     assert _shape(db_url) == (list(WORD_KEY), [])
     assert _word_rows(db_url) == written
+    assert _word_lists(db_url) == lists  # filled from the rows as the writer wrote them
     plan = _postings_plan(db_url)
     assert "PRIMARY KEY" in plan or "search_words_pkey" in plan, plan
     with Store.open(db_url) as store:
