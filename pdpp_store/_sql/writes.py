@@ -29,12 +29,12 @@ from datetime import datetime
 from functools import cache, cached_property, partial
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, text, tuple_, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.sql.base import Executable
 
 from pdpp_store._core.manifest import Manifest
 
-from .dialects import Capabilities, insert_ignoring
+from .dialects import Capabilities, bound_rows, insert_ignoring
 from .requests import DriverSQL, Execute, Rows
 from .tables import (
     EXISTENCE,
@@ -442,13 +442,24 @@ def _insert_word_lists(caps: Capabilities) -> DriverSQL:
 
 def stored_word_lists(connection_id: str, stream: str, keys: Sequence[tuple[str, str]]) -> Execute:
     """The word lists of the fields of `keys` (`(record_id, path)` pairs) that have word rows
-    (decoded by `word_lists`), read before their rows are deleted (`delete_words`)."""
+    (decoded by `word_lists`), read before their rows are deleted (`delete_words`). The keys
+    are bound as one JSON document (`dialects.bound_rows`): a batch's fields may be more than
+    a statement may have parameters."""
+    params = {"k_conn": connection_id, "k_stream": stream, "k_fields": json.dumps(list(keys))}
+    return Execute(_stored_word_lists, params)
+
+
+@cache
+def _stored_word_lists(caps: Capabilities) -> Executable:
     lists = search_word_lists
-    return Execute(
-        select(lists.c.record_id, lists.c.path, lists.c.words).where(
-            lists.c.connection_id == connection_id,
-            lists.c.stream == stream,
-            tuple_(lists.c.record_id, lists.c.path).in_(list(keys)),
+    keys = bound_rows(caps, "k_fields", (("record_id", True), ("path", True)))
+    same_field = and_(lists.c.record_id == keys.c.record_id, lists.c.path == keys.c.path)
+    return (
+        select(lists.c.record_id, lists.c.path, lists.c.words)
+        .select_from(lists.join(keys, same_field))
+        .where(
+            lists.c.connection_id == bindparam("k_conn"),
+            lists.c.stream == bindparam("k_stream"),
         )
     )
 
