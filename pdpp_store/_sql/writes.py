@@ -29,7 +29,7 @@ from datetime import datetime
 from functools import cache, cached_property, partial
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import bindparam, delete, func, insert, select, text, tuple_, update
 from sqlalchemy.sql.base import Executable
 
 from pdpp_store._core.manifest import Manifest
@@ -453,14 +453,12 @@ def stored_word_lists(connection_id: str, stream: str, keys: Sequence[tuple[str,
 def _stored_word_lists(caps: Capabilities) -> Executable:
     lists = search_word_lists
     keys = bound_rows(caps, "k_fields", (("record_id", True), ("path", True)))
-    same_field = and_(lists.c.record_id == keys.c.record_id, lists.c.path == keys.c.path)
-    return (
-        select(lists.c.record_id, lists.c.path, lists.c.words)
-        .select_from(lists.join(keys, same_field))
-        .where(
-            lists.c.connection_id == bindparam("k_conn"),
-            lists.c.stream == bindparam("k_stream"),
-        )
+    # `IN` the keys, not a join: SQLite joined by scanning the stream's lists (1.6 s -> 5 s
+    # for a batch of 1,000 rewritten bodies); this way both look each key up.
+    return select(lists.c.record_id, lists.c.path, lists.c.words).where(
+        lists.c.connection_id == bindparam("k_conn"),
+        lists.c.stream == bindparam("k_stream"),
+        tuple_(lists.c.record_id, lists.c.path).in_(select(keys.c.record_id, keys.c.path)),
     )
 
 
@@ -495,11 +493,17 @@ def _delete_words(caps: Capabilities) -> DriverSQL:
 
 @cache
 def _delete_words_json() -> Executable:
+    # Each key looked up by itself (`LATERAL`, `OFFSET 0`: not pulled up), then deleted by its
+    # row's address: as a join, Postgres estimated the keys at 10,000 and hashed them against
+    # a scan of the whole table, whatever the batch held.
     return text(
-        "DELETE FROM search_words AS w USING (SELECT f ->> 0 AS record_id, f ->> 1 AS path,"
-        f" k.word FROM {_DOCUMENT_FIELDS}, jsonb_array_elements_text(f -> 2) AS k(word)) AS d"
-        " WHERE w.stream = :w_stream AND w.path = d.path AND w.word = d.word"
-        " AND w.connection_id = :w_conn AND w.record_id = d.record_id"
+        "DELETE FROM search_words AS w WHERE w.connection_id = :w_conn"
+        " AND w.ctid = ANY (ARRAY(SELECT p.ctid"
+        f" FROM {_DOCUMENT_FIELDS}, jsonb_array_elements_text(f -> 2) AS k(word),"
+        " LATERAL (SELECT x.ctid FROM search_words AS x WHERE x.stream = :w_stream"
+        ' AND x.path = (f ->> 1) COLLATE "C" AND x.word = k.word COLLATE "C"'
+        ' AND x.connection_id = :w_conn AND x.record_id = (f ->> 0) COLLATE "C"'
+        " OFFSET 0) AS p))"
     )
 
 
