@@ -133,9 +133,10 @@ def _index_bytes(store: Store) -> tuple[int, int]:
     with store.engine.connect() as conn:
         if conn.dialect.name == "sqlite":
             index = conn.execute(
-                text(
+                text(  # the word index's objects are `_word_index_bytes`'
                     "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'search%'"
-                    " AND name NOT IN ('search_words', 'search_vocabulary')"
+                    " AND name NOT IN ('search_words', 'search_word_lists', 'search_vocabulary')"
+                    " AND name NOT LIKE 'search_vocabulary_trigrams%'"
                 )
             ).scalar_one()
         else:
@@ -151,15 +152,16 @@ def _index_bytes(store: Store) -> tuple[int, int]:
 
 
 def _word_index_bytes(store: Store) -> int:
-    """Bytes of the word index: `search_words` with its indexes, and `search_vocabulary` with
-    its key and its trigram index."""
+    """Bytes of the word index (migration 0017): `search_words` (SQLite: the `WITHOUT ROWID`
+    table, its key; Postgres: heap and key), `search_word_lists` with its key, and
+    `search_vocabulary` with its key and its trigram index."""
     with store.engine.connect() as conn:
         if conn.dialect.name == "sqlite":
             size = conn.execute(
                 text(
                     "SELECT sum(pgsize) FROM dbstat WHERE name IN ('search_words',"
-                    " 'search_vocabulary', 'ix_search_words_word',"
-                    " 'sqlite_autoindex_search_words_1', 'sqlite_autoindex_search_vocabulary_1')"
+                    " 'search_word_lists', 'sqlite_autoindex_search_word_lists_1',"
+                    " 'search_vocabulary', 'sqlite_autoindex_search_vocabulary_1')"
                     " OR name LIKE 'search_vocabulary_trigrams%'"
                 )
             ).scalar_one()
@@ -167,6 +169,7 @@ def _word_index_bytes(store: Store) -> int:
             size = conn.execute(
                 text(
                     "SELECT pg_total_relation_size('search_words')"
+                    " + pg_total_relation_size('search_word_lists')"
                     " + pg_total_relation_size('search_vocabulary')"
                 )
             ).scalar_one()

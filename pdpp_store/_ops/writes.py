@@ -24,12 +24,13 @@ Rules:
    `change_log` what it changed: the record's existence (insert, delete, a deleted record
    written again) and each field path rewritten, added or removed, with the field's instant
    before (`write_sql.insert_changes`, one statement per batch).
-7. The word index (`_sql.tables` Rule 11) follows the fields: every text-like field a batch
-   writes gets its words' rows (`_core.words.field_words`) and the batch's new words go into
-   the vocabulary, two statements per batch (`write_sql.insert_words`, `insert_vocabulary`);
-   a field rewritten or removed loses its rows with its chunks (`write_sql.delete_fields`). A
-   soft delete keeps them, as it keeps the fields: every read of them is under the grant's
-   visibility.
+7. The word index (`_sql.tables` Rule 12) follows the fields: every text-like field a batch
+   writes gets its words' rows (`_core.words.field_words`) and its word list, and the batch's
+   new words go into the vocabulary, three statements per batch (`write_sql.insert_words`,
+   `insert_word_lists`, `insert_vocabulary`); a text-like field rewritten or removed loses its
+   rows by the words of its list (`write_sql.stored_word_lists`, `delete_words`: the index has
+   no record-order key), two statements per batch, and its list with its chunks. A soft delete
+   keeps them, as it keeps the fields: every read of them is under the grant's visibility.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from pdpp_store._core.errors import BadRequest, NotFound, StoreError
+from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.filters import comparable_rows, stored_text
 from pdpp_store._core.identity import (
     blob_id_for,
@@ -458,19 +460,50 @@ def _chunk_rows(
 
 def _word_rows(
     connection_id: str, stream: str, new_fields: list[tuple[str, EncodedField]]
-) -> tuple[list[tuple[Any, ...]], list[tuple[str, str, str, str]]]:
-    """The word index's rows of the new text-like fields (`write_sql.WORD_COLUMNS` order), and
-    the batch's distinct words per path for the vocabulary, in key order (Rule 7)."""
-    rows: list[tuple[Any, ...]] = []
-    vocabulary: set[tuple[str, str, str, str]] = set()
+) -> tuple[list[write_sql.FieldWords], list[tuple[str, str, str, str]]]:
+    """The words of the new text-like fields (`write_sql.FieldWords`), and the batch's distinct
+    words per path for the vocabulary, in key order (Rule 7)."""
+    fields: list[write_sql.FieldWords] = []
+    held: dict[str, set[str]] = {}
     for record_id, item in new_fields:
         if not item.kind.text_like:
             continue
-        for word, count in field_words(item.stored).items():
-            rows.append((connection_id, stream, record_id, item.path, word, count, item.size_chars))
-            if word != OVERLONG:
-                vocabulary.add((connection_id, stream, item.path, word))
-    return rows, sorted(vocabulary)
+        counts = field_words(item.stored)
+        if counts:
+            fields.append((record_id, item.path, item.size_chars, counts))
+            held.setdefault(item.path, set()).update(counts)
+    vocabulary = sorted(
+        (connection_id, stream, path, word)
+        for path, words in held.items()
+        for word in words
+        if word != OVERLONG
+    )
+    return fields, vocabulary
+
+
+def _unword_fields(
+    connection_id: str,
+    stream: str,
+    dropped: list[tuple[str, str]],
+    old_fields: dict[str, dict[str, write_sql.StoredField]],
+) -> Op[None]:
+    """Delete the word rows of the text-like fields of `dropped` (`(record_id, path)` pairs),
+    by the words their lists hold (Rule 7); the lists go with the fields."""
+    worded = [
+        (record_id, path)
+        for record_id, path in dropped
+        if FieldKind(old_fields[record_id][path].kind).text_like
+    ]
+    if not worded:
+        return
+    gone = write_sql.word_lists(
+        (yield write_sql.stored_word_lists(connection_id, stream, worded)) or []
+    )
+    if not gone:
+        return
+    # not `yield from`: the runtime sends each statement's rows back, a tuple cannot take them
+    for statement in write_sql.delete_words(connection_id, stream, gone):  # noqa: UP028
+        yield statement
 
 
 def upsert_records(
@@ -534,6 +567,7 @@ def upsert_records(
             # while their chunks still hold the text
             for statement in index_sql.unindex_whole_fields(connection_id, stream, dropped):
                 yield statement
+            yield from _unword_fields(connection_id, stream, dropped, old_fields)
             # while their values are still there to count (`value_sql` Rule 5)
             for statement in value_sql.uncount_values(connection_id, stream, dropped):
                 yield statement
@@ -555,10 +589,12 @@ def upsert_records(
                 changed["field_chunks"] += len(group)
             words, vocabulary = _word_rows(connection_id, stream, plan.new_fields)
             if words:  # the word index (Rule 7)
-                for statement in write_sql.insert_words(words):
+                for statement in write_sql.insert_words(connection_id, stream, words):
                     yield statement
+                yield write_sql.insert_word_lists(connection_id, stream, words)
                 yield write_sql.insert_vocabulary(vocabulary)
-                changed["search_words"] += len(words)
+                changed["search_words"] += sum(len(counts) for *_, counts in words)
+                changed["search_word_lists"] += len(words)
                 changed["search_vocabulary"] += len(vocabulary)
             indexed = [
                 (rid, item.path) for rid, item in plan.new_fields if _indexed(item, searchable)

@@ -2,7 +2,10 @@
 
 Rules:
 1. Every table holding record data carries `connection_id` and leads its primary key with it,
-   so the schema can be distributed by connection (Citus) without redesign.
+   so the schema can be distributed by connection (Citus) without redesign. One exception:
+   `search_words` is keyed in word order (Rule 12), its key holding `connection_id` after the
+   word, which is what Citus asks of a distributed table's keys (the key includes the
+   distribution column); every statement still ties it to the others by connection.
 2. The field is the unit of storage and of authorisation: `fields` holds one row of metadata per
    top-level key, `field_chunks` its text in fixed-size code-point chunks. A read of field X
    touches X's rows only.
@@ -66,17 +69,26 @@ Rules:
 12. The word index (migration 0015; `_core.words`, docs/decisions.md "The word index"):
    `search_words` holds one row per text-like field and distinct word of its folded scored
    prefix (`relevance.SCORE_CHARS` code points), with the word's count and the field's whole
-   length, written and deleted with the field in the same transaction; `ix_search_words_word`
-   leads with `(stream, path, word)` and holds every column the ranking reads, so a word's
-   postings are read from the index alone. `search_vocabulary` holds each distinct word per
+   length, written and deleted with the field in the same transaction. It is one structure in
+   word order (migration 0017): its key is `WORD_KEY`, `(stream, path, word, connection_id,
+   record_id)`, and holds every column the ranking reads (SQLite: a `WITHOUT ROWID` table, the
+   key's B-tree is the table; Postgres: the key's index `INCLUDE`s the counts), so a word's
+   postings are read from the key alone, and each row is written into one B-tree (on
+   Postgres, the heap and one B-tree). No structure is in record order: a field's rows are
+   deleted by their full keys, its words read from `search_word_lists`, one row per field that
+   has word rows, keyed in record order (Rule 1), whose `words` are the words of its rows
+   (`OVERLONG` included) joined by single spaces (no word holds a space), written and deleted
+   with them. (Computing the words again from the stored text instead was cheaper to keep, but
+   deleted nothing of rows whose text had changed outside the writes, and then the field's new
+   rows met them.)
+   `search_vocabulary` holds each distinct word per
    `(connection_id, stream, path)`, inserted (never deleted: a word no longer held has no
    postings, and every read of postings is under the grant's visibility), for the words
    that contain a term, which are found through a trigram index of the words (SQLite: the
    contentless FTS5 table `search_vocabulary_trigrams`, named by the vocabulary's rowid and
    filled by a trigger on insert; Postgres: the `pg_trgm` GIN index
-   `ix_search_vocabulary_trigram`; both in `SEARCH_INDEX_OBJECTS`). On SQLite `search_words`
-   is a `WITHOUT ROWID` table (its key is its content: a rowid table would store it twice);
-   the vocabulary keeps a rowid, the trigram table's name for its rows.
+   `ix_search_vocabulary_trigram`; both in `SEARCH_INDEX_OBJECTS`). On SQLite the vocabulary
+   keeps a rowid, the trigram table's name for its rows.
 """
 
 from __future__ import annotations
@@ -104,6 +116,7 @@ __all__ = [
     "BLOB_CHUNK_BYTES",
     "EXISTENCE",
     "SEARCH_INDEX_OBJECTS",
+    "WORD_KEY",
     "blob_chunks",
     "blobs",
     "change_counters",
@@ -119,6 +132,7 @@ __all__ = [
     "read_audit",
     "records",
     "search_vocabulary",
+    "search_word_lists",
     "search_words",
     "streams",
     "value_counts",
@@ -354,6 +368,9 @@ value_counts = Table(
     ),
 )
 
+WORD_KEY = ("stream", "path", "word", "connection_id", "record_id")
+"""The key of `search_words`, in word order (Rules 1 and 12)."""
+
 search_words = Table(
     "search_words",
     metadata,
@@ -362,12 +379,19 @@ search_words = Table(
     Column("word", key_text(), nullable=False),
     Column("occurrences", Integer, nullable=False),
     Column("size_chars", BigInteger, nullable=False),
-    PrimaryKeyConstraint("connection_id", "stream", "record_id", "path", "word"),
-    Index(
-        "ix_search_words_word",
-        *("stream", "path", "word", "connection_id", "record_id", "occurrences", "size_chars"),
-    ),
+    # One structure in word order (Rule 12): SQLite's table is its key; Postgres's key holds
+    # the rest of the row, so a word's postings are read from the key alone.
+    PrimaryKeyConstraint(*WORD_KEY, postgresql_include=["occurrences", "size_chars"]),
     sqlite_with_rowid=False,
+)
+
+search_word_lists = Table(
+    "search_word_lists",
+    metadata,
+    *record_key(),
+    Column("path", key_text(), nullable=False),
+    Column("words", Text, nullable=False),
+    PrimaryKeyConstraint("connection_id", "stream", "record_id", "path"),
 )
 
 search_vocabulary = Table(

@@ -14,6 +14,10 @@ Rules:
 4. What each change changed goes into `change_log` (`tables` Rule 10) in the same transaction,
    one executemany per batch (`insert_changes`); the field rows it replaces are read with their
    instant (`existing_fields`), so an update needs no statement more than before.
+5. The word index's rows (`tables` Rule 12) go in as one statement per batch, built from the
+   fields' word counts (`FieldWords`, `insert_words`), with one word list per field
+   (`insert_word_lists`), and go out by their whole keys (`delete_words`): no structure is in
+   record order, so a field's words are read from its list (`stored_word_lists`) first.
 """
 
 from __future__ import annotations
@@ -25,15 +29,16 @@ from datetime import datetime
 from functools import cache, cached_property, partial
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, text, update
+from sqlalchemy import bindparam, delete, func, insert, select, text, tuple_, update
 from sqlalchemy.sql.base import Executable
 
 from pdpp_store._core.manifest import Manifest
 
-from .dialects import Capabilities, insert_ignoring
+from .dialects import Capabilities, bound_rows, insert_ignoring
 from .requests import DriverSQL, Execute, Rows
 from .tables import (
     EXISTENCE,
+    WORD_KEY,
     change_log,
     connections,
     cursor_keys,
@@ -43,6 +48,7 @@ from .tables import (
     manifests,
     records,
     search_vocabulary,
+    search_word_lists,
     search_words,
     streams,
 )
@@ -52,9 +58,11 @@ __all__ = [
     "CHUNK_COLUMNS",
     "EXISTENCE",
     "FIELD_COLUMNS",
+    "LIST_COLUMNS",
     "RECORD_TABLES",
     "VOCABULARY_COLUMNS",
     "WORD_COLUMNS",
+    "FieldWords",
     "StoredField",
     "StoredRecord",
     "analyze",
@@ -63,6 +71,7 @@ __all__ = [
     "cursor_keys_newest_first",
     "delete_cursor_keys",
     "delete_fields",
+    "delete_words",
     "existing_fields",
     "existing_records",
     "insert_changes",
@@ -73,6 +82,7 @@ __all__ = [
     "insert_first_cursor_key",
     "insert_records",
     "insert_vocabulary",
+    "insert_word_lists",
     "insert_words",
     "live_record_version",
     "manifest_document",
@@ -87,7 +97,9 @@ __all__ = [
     "stored_fields",
     "stored_manifest",
     "stored_records",
+    "stored_word_lists",
     "update_records",
+    "word_lists",
 ]
 
 
@@ -152,6 +164,7 @@ RECORD_TABLES = (
     "field_values",
     "change_log",
     "search_words",
+    "search_word_lists",
     "search_vocabulary",
 )
 
@@ -335,40 +348,53 @@ def _insert_rows(table_name: str, columns: tuple[str, ...], caps: Capabilities) 
 WORD_COLUMNS = tuple(column.name for column in search_words.columns)
 VOCABULARY_COLUMNS = tuple(column.name for column in search_vocabulary.columns)
 
+FieldWords = tuple[str, str, int, Mapping[str, int]]
+"""A text-like field's words (Rule 5): `(record_id, path, size_chars, {word: count})`."""
 
-def insert_words(rows: Sequence[Sequence[Any]]) -> tuple[Execute, Execute]:
-    """Rows of `search_words` (the word index, `tables` Rule 11), as tuples in `WORD_COLUMNS`
-    order, one statement per batch: an executemany on SQLite (in process, the fastest), one
-    `INSERT ... SELECT` from the rows bound as one JSON document on Postgres (a batch's
-    150,000 rows in half the time of an executemany: 0.75 s against 1.5 s)."""
+
+def insert_words(
+    connection_id: str, stream: str, fields: Sequence[FieldWords]
+) -> tuple[Execute, Execute]:
+    """The rows of `search_words` (the word index, `tables` Rule 12) of one batch's fields,
+    one row per field and word, one statement per batch (Rule 5): an executemany of tuples in
+    `WORD_COLUMNS` order on SQLite (in process, the fastest: SQLite 3.40's `json_each` took
+    three times as long), one `INSERT ... SELECT` from one JSON document of the fields
+    (`[record_id, path, size_chars, {word: count}]` each) on Postgres, expanded there (a
+    batch's 150,000 rows in 0.65 s against 1.1 s as one array per row, the encoding included)."""
+    rows = [
+        (connection_id, stream, record_id, path, word, count, size)
+        for record_id, path, size, counts in fields
+        for word, count in counts.items()
+    ]
     return (
         Execute(_insert_words, rows=rows, when=_not_on_postgres),
-        Execute(_insert_words_json(), _JsonRows(rows), when=_on_postgres),
+        Execute(_insert_words_json(), _FieldsDocument(connection_id, stream, fields), _on_postgres),
     )
 
 
-class _JsonRows(Mapping[str, str]):
-    """`{"rows": the rows as one JSON document}`, encoded when first read: only the Postgres
-    statement reads it, and SQLite's writes need not pay for a document they never send
-    (0.12 s a batch of 150,000 rows)."""
+class _FieldsDocument(Mapping[str, str]):
+    """The parameters of a Postgres statement over a batch's fields (`w_conn`, `w_stream`, and
+    `w_fields`: the fields as one JSON document, encoded when first read: only the Postgres
+    statement reads it)."""
 
-    def __init__(self, rows: Sequence[Sequence[Any]]) -> None:
-        self._rows = rows
+    def __init__(self, connection_id: str, stream: str, fields: Sequence[Sequence[Any]]) -> None:
+        self._fields = fields
+        self._scalars = {"w_conn": connection_id, "w_stream": stream}
 
     @cached_property
     def _document(self) -> str:
-        return json.dumps([list(row) for row in self._rows], ensure_ascii=False)
+        return json.dumps(self._fields, ensure_ascii=False)
 
     def __getitem__(self, key: str) -> str:
-        if key != "rows":
-            raise KeyError(key)
-        return self._document
+        if key == "w_fields":
+            return self._document
+        return self._scalars[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(("rows",))
+        return iter(("w_conn", "w_stream", "w_fields"))
 
     def __len__(self) -> int:
-        return 1
+        return 3
 
 
 def _on_postgres(caps: Capabilities) -> bool:
@@ -383,16 +409,101 @@ def _insert_words(caps: Capabilities) -> DriverSQL:
     return _insert_rows("search_words", WORD_COLUMNS, caps)
 
 
+_DOCUMENT_FIELDS = "jsonb_array_elements(CAST(:w_fields AS jsonb)) AS f"
+
+
 @cache
 def _insert_words_json() -> Executable:
-    kinds = {"occurrences": "integer", "size_chars": "bigint"}
-    values = ", ".join(
-        f"CAST(r ->> {n} AS {kinds[name]})" if name in kinds else f"r ->> {n}"
-        for n, name in enumerate(WORD_COLUMNS)
-    )
     return text(
         f"INSERT INTO search_words ({', '.join(WORD_COLUMNS)})"
-        f" SELECT {values} FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS r"
+        " SELECT :w_conn, :w_stream, f ->> 0, f ->> 1, w.key, CAST(w.value AS integer),"
+        f" CAST(f ->> 2 AS bigint) FROM {_DOCUMENT_FIELDS}, jsonb_each_text(f -> 3) AS w"
+    )
+
+
+LIST_COLUMNS = tuple(column.name for column in search_word_lists.columns)
+WORD_SEPARATOR = " "
+"""Joins a field's words in `search_word_lists.words` (no word holds it: `_core.words`)."""
+
+
+def insert_word_lists(connection_id: str, stream: str, fields: Sequence[FieldWords]) -> Execute:
+    """One `search_word_lists` row per field of `fields`: the words its rows hold (`tables`
+    Rule 12), one executemany per batch."""
+    rows = [
+        (connection_id, stream, record_id, path, WORD_SEPARATOR.join(counts))
+        for record_id, path, _, counts in fields
+    ]
+    return Execute(_insert_word_lists, rows=rows)
+
+
+def _insert_word_lists(caps: Capabilities) -> DriverSQL:
+    return _insert_rows("search_word_lists", LIST_COLUMNS, caps)
+
+
+def stored_word_lists(connection_id: str, stream: str, keys: Sequence[tuple[str, str]]) -> Execute:
+    """The word lists of the fields of `keys` (`(record_id, path)` pairs) that have word rows
+    (decoded by `word_lists`), read before their rows are deleted (`delete_words`). The keys
+    are bound as one JSON document (`dialects.bound_rows`): a batch's fields may be more than
+    a statement may have parameters."""
+    params = {"k_conn": connection_id, "k_stream": stream, "k_fields": json.dumps(list(keys))}
+    return Execute(_stored_word_lists, params)
+
+
+@cache
+def _stored_word_lists(caps: Capabilities) -> Executable:
+    lists = search_word_lists
+    keys = bound_rows(caps, "k_fields", (("record_id", True), ("path", True)))
+    # `IN` the keys, not a join: SQLite joined by scanning the stream's lists (1.6 s -> 5 s
+    # for a batch of 1,000 rewritten bodies); this way both look each key up.
+    return select(lists.c.record_id, lists.c.path, lists.c.words).where(
+        lists.c.connection_id == bindparam("k_conn"),
+        lists.c.stream == bindparam("k_stream"),
+        tuple_(lists.c.record_id, lists.c.path).in_(select(keys.c.record_id, keys.c.path)),
+    )
+
+
+def word_lists(rows: Rows) -> list[tuple[str, str, list[str]]]:
+    """`stored_word_lists`' answer: `(record_id, path, words)` per field."""
+    return [(row["record_id"], row["path"], row["words"].split(WORD_SEPARATOR)) for row in rows]
+
+
+def delete_words(
+    connection_id: str, stream: str, fields: Sequence[tuple[str, str, Sequence[str]]]
+) -> tuple[Execute, Execute]:
+    """The rows of `search_words` of the fields `(record_id, path, words)`, each by its whole
+    key (`tables` Rule 12: no structure in record order): an executemany on SQLite, one
+    `DELETE ... USING` the fields as one JSON document on Postgres."""
+    rows = [
+        (stream, path, word, connection_id, record_id)
+        for record_id, path, words in fields
+        for word in words
+    ]
+    return (
+        Execute(_delete_words, rows=rows, when=_not_on_postgres),
+        Execute(_delete_words_json(), _FieldsDocument(connection_id, stream, fields), _on_postgres),
+    )
+
+
+@cache
+def _delete_words(caps: Capabilities) -> DriverSQL:
+    marker = caps.positional_marker
+    where = " AND ".join(f"{name} = {marker}" for name in WORD_KEY)
+    return DriverSQL(f"DELETE FROM search_words WHERE {where}")
+
+
+@cache
+def _delete_words_json() -> Executable:
+    # Each key looked up by itself (`LATERAL`, `OFFSET 0`: not pulled up), then deleted by its
+    # row's address: as a join, Postgres estimated the keys at 10,000 and hashed them against
+    # a scan of the whole table, whatever the batch held.
+    return text(
+        "DELETE FROM search_words AS w WHERE w.connection_id = :w_conn"
+        " AND w.ctid = ANY (ARRAY(SELECT p.ctid"
+        f" FROM {_DOCUMENT_FIELDS}, jsonb_array_elements_text(f -> 2) AS k(word),"
+        " LATERAL (SELECT x.ctid FROM search_words AS x WHERE x.stream = :w_stream"
+        ' AND x.path = (f ->> 1) COLLATE "C" AND x.word = k.word COLLATE "C"'
+        ' AND x.connection_id = :w_conn AND x.record_id = (f ->> 0) COLLATE "C"'
+        " OFFSET 0) AS p))"
     )
 
 
@@ -416,11 +527,12 @@ def _insert_vocabulary(caps: Capabilities) -> DriverSQL:
 def delete_fields(
     rows: Sequence[Mapping[str, Any]],
 ) -> tuple[Execute, Execute, Execute, Execute]:
-    """The comparable values, the word rows, the chunks, then the fields, of one record's
-    listed paths per row (keyed by `k_connection_id`, `k_stream`, `k_record_id`, `k_path`)."""
+    """The comparable values, the word lists, the chunks, then the fields, of one record's
+    listed paths per row (keyed by `k_connection_id`, `k_stream`, `k_record_id`, `k_path`);
+    their word rows go before, by the lists' words (`delete_words`)."""
     return (
         Execute(_delete_fields(field_values), rows),
-        Execute(_delete_fields(search_words), rows),
+        Execute(_delete_fields(search_word_lists), rows),
         Execute(_delete_fields(field_chunks), rows),
         Execute(_delete_fields(fields), rows),
     )

@@ -1,8 +1,11 @@
-"""The word index (`search_words`, `search_vocabulary`; docs/decisions.md "The word index"):
+"""The word index (`search_words`, `search_word_lists`, `search_vocabulary`; docs/decisions.md
+"The word index"):
 kept by every write in its transaction, equal to the words of every stored text-like field's
 scored prefix (`_core.words.field_words` of its stored text), through inserts, updates (a
-field changed, one removed), deletes (soft: the rows stay, as the fields do) and a record
-brought back; and migration 0015 backfills exactly what the writer wrote."""
+field changed, one removed, one no longer text-like, a long one rewritten: rows deleted by
+their words, computed again from the stored prefix), deletes (soft: the rows stay, as the
+fields do) and a record brought back; migration 0015 backfills exactly what the writer wrote,
+and 0017 keeps it while it puts the rows in word order, one structure read by its key alone."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pdpp_store import Store
 from pdpp_store._core import words
 from pdpp_store._runtime import sync_url
 from pdpp_store._sql.index import fts_query, like_pattern
+from pdpp_store._sql.tables import WORD_KEY
 
 WordRow = tuple[str, str, str, str, str, int, int]
 
@@ -35,6 +39,20 @@ def _word_rows(url: str) -> set[WordRow]:
 def _vocabulary(url: str) -> set[tuple[str, str, str, str]]:
     rows = _rows(url, "SELECT connection_id, stream, path, word FROM search_vocabulary")
     return {(c, s, p, w) for c, s, p, w in rows}
+
+
+def _word_lists(url: str) -> dict[tuple[str, str, str, str], list[str]]:
+    """Each field's word list (`search_word_lists`), its words sorted."""
+    rows = _rows(url, "SELECT connection_id, stream, record_id, path, words FROM search_word_lists")
+    return {(c, s, r, p): sorted(words.split(" ")) for c, s, r, p, words in rows}
+
+
+def _lists_of(rows: set[WordRow]) -> dict[tuple[str, str, str, str], list[str]]:
+    """The word lists the rows call for: per field with rows, the words of its rows."""
+    lists: dict[tuple[str, str, str, str], list[str]] = {}
+    for c, s, r, p, w, *_ in rows:
+        lists.setdefault((c, s, r, p), []).append(w)
+    return {key: sorted(found) for key, found in lists.items()}
 
 
 def _expected(url: str) -> set[WordRow]:
@@ -63,6 +81,8 @@ FIRST: list[dict[str, Any]] = [
     {"id": "c", "title": "y " * 2047 + "abcd efg", "anything": "plain"},
     {"id": "d", "title": "", "raw": "QUJD" * 40},
 ]
+GONE = {"id": "e", "title": f"{LONG} gone", "doc": {"k": "Nested words"}, "n": 1}
+REWRITTEN = {"id": "e", "title": "no\x00longer text", "n": 2}  # binary now, `doc` removed
 
 
 def _write(url: str) -> None:
@@ -76,12 +96,18 @@ def _write(url: str) -> None:
         store.delete_record("w1", STREAM, "b")
         store.delete_record("w1", STREAM, "c")
         store.upsert_records("w1", STREAM, [FIRST[2]])
+        store.upsert_records("w2", STREAM, [FIRST[2], GONE])
+        store.upsert_records(  # a long field rewritten; text-like fields gone or turned binary
+            "w2", STREAM, [{"id": "c", "title": "z " * 3000, "anything": 5}, REWRITTEN]
+        )
 
 
 def test_every_write_keeps_the_word_index(db_url: str) -> None:
     _write(db_url)
     stored = _word_rows(db_url)
     assert stored == _expected(db_url)
+    assert _word_lists(db_url) == _lists_of(stored)
+    assert _word_lists(db_url)[("w2", STREAM, "b", "title")] == ["", "short", "\u03c3igma"]
     titles = {(c, r, w): n for c, _, r, p, w, n, _ in stored if p == "title"}
     assert titles[("w1", "a", "changed")] == 1
     assert ("w1", "a", "hello") not in titles  # the old value's rows went with it
@@ -91,6 +117,12 @@ def test_every_write_keeps_the_word_index(db_url: str) -> None:
     assert titles[("w1", "c", "y")] == 2047
     assert titles[("w1", "c", "ab")] == 1  # cut at the prefix's end: "ab" of "abcd"
     assert not any(r == "a" and p == "tags" for c, _, r, p, *_ in stored if c == "w1")
+    rewritten = {(p, w): n for c, _, r, p, w, n, _ in stored if (c, r) == ("w2", "c")}
+    assert rewritten == {("id", "c"): 1, ("title", "z"): 2048, ("anything", "5"): 1}
+    assert {(p, w) for c, _, r, p, w, *_ in stored if (c, r) == ("w2", "e")} == {
+        ("id", "e"),
+        ("n", "2"),
+    }
     vocabulary = _vocabulary(db_url)
     held = {(c, s, p, w) for c, s, _, p, w, *_ in stored if w != words.OVERLONG}
     assert held <= vocabulary
@@ -157,3 +189,73 @@ def test_the_vocabulary_trigram_index_names_every_word_that_holds_a_term(db_url:
             assert _containing(db_url, term) == expected, term
         run_alembic(db_url, "downgrade", "0014")
         run_alembic(db_url, "upgrade", "head")
+
+
+RECORD_ORDER = ["connection_id", "stream", "record_id", "path", "word"]
+"""The key before migration 0017 (with `ix_search_words_word` in word order beside it)."""
+
+
+def _shape(url: str) -> tuple[list[str], list[str]]:
+    """`search_words`' key columns, in order, and its other indexes."""
+    engine = create_engine(sync_url(url))
+    try:
+        inspector = inspect(engine)
+        key = inspector.get_pk_constraint("search_words")["constrained_columns"]
+        return key, sorted(str(index["name"]) for index in inspector.get_indexes("search_words"))
+    finally:
+        engine.dispose()
+
+
+def _postings_plan(url: str) -> str:
+    """How the database reads a word's postings, every column the ranking needs (Postgres with
+    the scans that read the heap turned off: with a few rows it would rather scan)."""
+    engine = create_engine(sync_url(url))
+    query = (
+        "SELECT connection_id, record_id, occurrences, size_chars FROM search_words"
+        " WHERE stream = 'items' AND path = 'title' AND word = 'hello'"
+    )
+    try:
+        with engine.connect() as conn:
+            if conn.dialect.name == "sqlite":
+                rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {query}").all()
+                return " ".join(str(row[-1]) for row in rows)
+            conn.exec_driver_sql("SET enable_seqscan = off")
+            conn.exec_driver_sql("SET enable_bitmapscan = off")
+            return " ".join(str(row[0]) for row in conn.exec_driver_sql(f"EXPLAIN {query}"))
+    finally:
+        engine.dispose()
+
+
+def test_the_word_index_is_one_structure_read_by_its_key_alone(db_url: str) -> None:
+    """One B-tree in word order holds every column a word's postings are read for (`tables`
+    Rule 12): no second index, and the lookup by `(stream, path, word)` never reads a heap."""
+    _write(db_url)
+    assert _shape(db_url) == (list(WORD_KEY), [])
+    plan = _postings_plan(db_url)
+    if db_url.startswith("sqlite"):
+        assert "USING PRIMARY KEY (stream=? AND path=? AND word=?)" in plan, plan
+    else:
+        assert "Index Only Scan using search_words_pkey" in plan, plan
+
+
+def test_migration_0017_puts_the_rows_in_word_order_and_keeps_them(db_url: str) -> None:
+    """0017 on a store written before it keeps every row; its downgrade brings back the
+    record-order key and the word-order index, with the same rows; the writer then keeps the
+    rows exact on the converted store (a rewrite deletes the old words by their keys)."""
+    _write(db_url)
+    written, lists = _word_rows(db_url), _word_lists(db_url)
+    run_alembic(db_url, "downgrade", "0016")
+    assert _shape(db_url) == (RECORD_ORDER, ["ix_search_words_word"])
+    assert _word_rows(db_url) == written
+    run_alembic(db_url, "upgrade", "head")
+    assert _shape(db_url) == (list(WORD_KEY), [])
+    assert _word_rows(db_url) == written
+    assert _word_lists(db_url) == lists  # filled from the rows as the writer wrote them
+    plan = _postings_plan(db_url)
+    assert "PRIMARY KEY" in plan or "search_words_pkey" in plan, plan
+    with Store.open(db_url) as store:
+        store.upsert_records("w2", STREAM, [{"id": "a", "title": "after"}, FIRST[2]])
+    after = _word_rows(db_url)
+    assert after == _expected(db_url)
+    assert ("w2", STREAM, "a", "title", "after", 1, 5) in after
+    assert not any(r == "a" and w == "hello" for c, _, r, _, w, *_ in after if c == "w2")

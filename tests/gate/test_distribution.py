@@ -31,7 +31,9 @@ from pdpp_store._runtime import observing, sync_url
 
 pytestmark = pytest.mark.postgres
 
-RECORDS = frozenset({"records", "fields", "field_chunks", "search_words", "search_vocabulary"})
+RECORDS = frozenset(
+    {"records", "fields", "field_chunks", "search_words", "search_word_lists", "search_vocabulary"}
+)
 
 
 def test_migrated_schema_keeps_the_rules(pg_db_url: str) -> None:
