@@ -24,10 +24,11 @@ Rules:
 4. `sure` says every term occurs in some field's scored prefix (a hit for certain); `overlong`
    that some field's score is the bound of Rule 3. Rows come best first (then by key), at
    most `limit`, and with a `cap` only those whose score is at most the cap (or bounded).
-5. Postings are read word by word (`ix_search_words_word`), never by walking a connection's
-   postings through the primary key (which SQLite chose, probing the words: every posting
-   of the connection read). So no condition on `search_words.connection_id` may be served by
-   an index: it is compared, and carried out of the subquery, as `connection_id || ''`.
+5. Postings are read word by word, from the key of `search_words` (in word order since
+   migration 0017), never by walking a connection's postings (which SQLite chose through the
+   record-order key that table had before, probing the words: every posting of the
+   connection read). So no condition on `search_words.connection_id` may be served by an
+   index: it is compared, and carried out of the subquery, as `connection_id || ''`.
 6. `band` asks the same scores for the records whose score lies in a narrow range, in key
    order, with the range's lowest and highest score and its size over the whole band (window
    aggregates over the band's records in scope, before the limit): the records that tie
