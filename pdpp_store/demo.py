@@ -417,8 +417,17 @@ class _Walk:
         )
 
     def search(self) -> None:
-        """(0) The first rung: a question, not a record id. Search, the proven evidence, the read
-        it names, and the next occurrence of the same term."""
+        """(0) The first rung: a question, not a record id. Search, ranked (best first, each hit
+        with its score and card), then the proven evidence of a hit, the read it names, and
+        the next occurrence of the same term."""
+        ranked, ms = _timed(
+            partial(self.store.search, self.grant, "reconciliation", streams=["messages"])
+        )
+        self.title("(0) search q='reconciliation' in messages: best first, by relevance", ms)
+        for hit in ranked.hits:
+            card = hit.card.to_dict() if hit.card is not None else {}
+            slots = {slot: card[slot]["value"] for slot in ("time", "title") if slot in card}
+            self.line(f"score {hit.score or 0.0:.3f}  {hit.record_id}  {_json(slots)}")
         q = "INV-2026-0042 overdue"
         page, ms = _timed(partial(self.store.search, self.grant, q, limit=5))
         self.title(f"(0) search q={q!r} under the grant", ms)

@@ -510,7 +510,15 @@ def test_demo_walks_every_step_of_the_ladder(tmp_path: Path) -> None:
     assert "2 match" in out
     newest, older = out.index("18e2f9a0c41d7b01  {"), out.index("18e2f9a0c41d7b05  {")
     assert asked < newest < older
-    assert "18e2f9a0c41d7b06  {" not in out  # Zoë's February message is outside the month
+    answered = out[asked : out.index("(0) read_record")]
+    assert "18e2f9a0c41d7b06  {" not in answered  # Zoë's February message is outside the month
+    # ranked search: Zoë's three reconciliation messages, best first (the shortest subject)
+    assert out.index("(0) query_records") < out.index("(0) search q='reconciliation'")
+    ranked = re.findall(r"score (\d\.\d{3})  (18e2f9a0c41d7b0\d)  \{", out)
+    assert [record for _, record in ranked] == [f"18e2f9a0c41d7b0{n}" for n in (6, 5, 1)]
+    scores = [float(score) for score, _ in ranked]
+    assert scores == sorted(scores, reverse=True)
+    assert scores[0] > scores[-1]
     hit = re.search(r"evidence: body_text ([\d,]+)\N{EN DASH}([\d,]+) of", out)
     assert hit is not None
     read = re.search(r"match at ([\d,]+)\N{EN DASH}([\d,]+): the same place", out)
