@@ -126,22 +126,25 @@ def ranked(
     cap: float | None = None,
 ) -> Execute:
     """The best `limit` records for word `terms` (decoded by `ranked_records`)."""
+    extra = {} if cap is None else {"w_cap": cap}
+    return _statement(grants, groups, terms, limit, extra, capped=cap is not None)
+
+
+def _statement(
+    grants: Sequence[StreamGrant],
+    groups: Sequence[SearchGroup],
+    terms: Sequence[str],
+    limit: int,
+    extra: dict[str, Any],
+    *,
+    capped: bool = False,
+    band: bool = False,
+) -> Execute:
+    """`_ranked`'s statement for this request, with its parameters and `extra`."""
     params, filters = _params(grants, groups, terms, limit)
-    if cap is not None:
-        params["w_cap"] = cap
     shapes, layout = _layout(grants, groups)
-    return Execute(
-        partial(
-            _ranked,
-            shapes,
-            layout,
-            _widths(groups),
-            filters,
-            _indexed(terms),
-            capped=cap is not None,
-        ),
-        params,
-    )
+    shape = (shapes, layout, _widths(groups), filters, _indexed(terms))
+    return Execute(partial(_ranked, *shape, capped=capped, band=band), {**params, **extra})
 
 
 def _params(
@@ -524,22 +527,7 @@ def band(  # noqa: PLR0917 - the band and its statement
     """The first `limit` records in key order whose score lies in `[low, high]`, with the
     band's lowest and highest score, size and whether any is bounded (Rule 6; decoded by
     `ranked_records` and `band_of`)."""
-    params, filters = _params(grants, groups, terms, limit)
-    params.update(w_low=low, w_high=high)
-    shapes, layout = _layout(grants, groups)
-    return Execute(
-        partial(
-            _ranked,
-            shapes,
-            layout,
-            _widths(groups),
-            filters,
-            _indexed(terms),
-            capped=False,
-            band=True,
-        ),
-        params,
-    )
+    return _statement(grants, groups, terms, limit, {"w_low": low, "w_high": high}, band=True)
 
 
 @dataclass(frozen=True, slots=True)
