@@ -198,6 +198,32 @@ def _carried(source: Scope, name: str) -> list[tuple[int, str]]:
     return refs
 
 
+def _tie_target(tree: exp.Update | exp.Delete, components: _Components) -> None:
+    """The equalities of an UPDATE's or DELETE's own `WHERE` (outside its subqueries, which
+    are scopes of their own): sqlglot makes no scope of the statement itself, so the target
+    table's `connection_id = %(param)s` would otherwise tie it to nothing."""
+    where = tree.args.get("where")
+    if where is None:
+        return
+    target = tree.this.alias_or_name
+
+    def ref(node: exp.Expression, name: str) -> tuple[int, str] | None:
+        while isinstance(node, exp.Cast | exp.Collate | exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Column) and node.name == name and node.table in {"", target}:
+            return (_TARGET, target)
+        return None
+
+    for eq in where.find_all(exp.EQ):
+        if eq.find_ancestor(exp.Subquery, exp.Select) is not None:
+            continue
+        for name in (RECORD_COLUMN, BLOB_COLUMN):
+            for a, b in ((eq.this, eq.expression), (eq.expression, eq.this)):
+                mine, other = ref(a, name), _bound_value(b)
+                if mine is not None and other is not None:
+                    components.union(mine, other)
+
+
 def statement_violations(sql: str, record_tables: Iterable[str]) -> list[str]:
     """Rules 3 and 4 on one Postgres statement."""
     records = frozenset(record_tables)
@@ -218,6 +244,8 @@ def _violations(tree: exp.Expr, records: frozenset[str]) -> list[str]:
         if column is not None:
             nodes[column].append((_TARGET, tree.this.alias_or_name))
     components = _Components()
+    if isinstance(tree, exp.Update | exp.Delete) and isinstance(tree.this, exp.Table):
+        _tie_target(tree, components)
     for scope in scopes:
         for alias, source in scope.sources.items():
             if isinstance(source, exp.Table):

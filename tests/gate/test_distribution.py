@@ -127,6 +127,11 @@ def test_every_operation_keeps_the_rules(pg_db_url: str) -> None:
             "WHERE fields.record_id = field_chunks.record_id)",
             "not all tied by equality on connection_id",
         ),
+        (  # two parameters: two shards
+            "DELETE FROM search_words AS w WHERE w.connection_id = %(a)s AND w.ctid = ANY (ARRAY("
+            "SELECT x.ctid FROM search_words AS x WHERE x.connection_id = %(b)s))",
+            "not all tied by equality on connection_id",
+        ),
         (
             "SELECT 1 FROM blobs UNION ALL SELECT 1 FROM records JOIN fields "
             "ON fields.stream = records.stream",
@@ -170,6 +175,9 @@ def test_the_checker_bites(sql: str, problem: str) -> None:
         "(SELECT records.connection_id FROM records WHERE records.connection_id = "
         "w.connection_id) AS p ON true) AS d JOIN field_chunks "
         "ON field_chunks.connection_id = d.connection_id",
+        # a DELETE routed to one shard: its own WHERE and its subquery's by one parameter
+        "DELETE FROM search_words AS w WHERE w.connection_id = %(c)s AND w.ctid = ANY (ARRAY("
+        "SELECT x.ctid FROM search_words AS x WHERE x.connection_id = %(c)s))",
         "UPDATE field_chunks SET lookahead = (SELECT nxt.text FROM field_chunks AS nxt WHERE "
         "nxt.connection_id = field_chunks.connection_id) WHERE EXISTS (SELECT 1 FROM fields "
         "WHERE fields.connection_id = field_chunks.connection_id)",
