@@ -50,13 +50,15 @@ Rules:
    to it by all four: each join is connection-local (tables.py Rule 1), and an overlong
    field's row is joined through the searched cells (`w_cells`), bound as rows.
 10. The scores are computed for every record holding a term in a searched field, and the
-    scope (Rule 1) is asked only of the best, in order: the best `PROBE` times `limit`
-    records by score (a sort that keeps only them) are looked up by key one by one until
-    `limit` are in scope; only where fewer are and more records scored, the same runs over
-    all of them, sorted (a condition each database evaluates once, before that sort). So a
-    common term's 50,000 records cost one sort that keeps 192 and 48 lookups, not 50,000
-    lookups (0.3 s on Postgres) nor a sort of them all. Nothing leaves the database but
-    the rows in scope and `below` (itself in scope).
+    scope (Rule 1) is asked only of the best: the best `PROBE` times `limit` records by score
+    (a sort that keeps only them) are each looked up by key (Postgres stops once `limit` are
+    in scope, its nested loop keeping their order; SQLite asks each of them, then sorts the
+    few in scope), and the first `limit` in scope are kept; only where fewer are and more
+    records scored, all of them are joined to their records as the planner chooses and
+    sorted (a condition each database evaluates once, before that sort). So a common term's
+    50,000 records cost one sort that keeps 192 and at most 192 lookups, not 50,000 lookups
+    (0.3 s on Postgres) nor a sort of them all. Nothing leaves the database but the rows in
+    scope and `below` (itself in scope).
 """
 
 from __future__ import annotations

@@ -472,7 +472,8 @@ def delete_words(
 ) -> tuple[Execute, Execute]:
     """The rows of `search_words` of the fields `(record_id, path, words)`, each by its whole
     key (`tables` Rule 12: no structure in record order): an executemany on SQLite, one
-    `DELETE ... USING` the fields as one JSON document on Postgres."""
+    `DELETE` of the rows each key names, looked up one by one from the fields bound as one
+    JSON document, on Postgres (`_delete_words_json`)."""
     rows = [
         (stream, path, word, connection_id, record_id)
         for record_id, path, words in fields
