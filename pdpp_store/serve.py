@@ -72,7 +72,15 @@ from uvicorn.supervisors.multiprocess import SIGNALS
 from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable
 from pdpp_store.access_log import AccessLog
 from pdpp_store.auth import OAuth, Resolvers, TokensFile
-from pdpp_store.door import DoorMiddleware, DoorNames, Gate, Limits, door_protocol, host_name
+from pdpp_store.door import (
+    DoorMiddleware,
+    DoorNames,
+    Gate,
+    Limits,
+    door_protocol,
+    host_name,
+    keep_heap,
+)
 from pdpp_store.door_headers import Cors, GzipJson
 from pdpp_store.http import PUBLIC_URL_KEY, Resolver, check_public_url
 from pdpp_store.mcp import http_app
@@ -287,6 +295,7 @@ class _Worker:
     audit: bool = True
 
     def __call__(self) -> _Door:
+        keep_heap()  # this process serves (pdpp_store.door._heap)
         opened = _OpenedAtStartup(self.url, self.grants, self.audit)
         return _Door(AccessLog(opened), self.public_url, self.access, self.gate)
 
@@ -452,6 +461,7 @@ def run(
             audit=audit,
         )
         return
+    keep_heap()  # this process serves (pdpp_store.door._heap)
     loop_factory = uvicorn.Config("pdpp_store.rest:create_app", loop="auto").get_loop_factory()
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:

@@ -25,6 +25,7 @@ One module per concern, each stating its rules, each importing only those listed
                   answers, deadlines paced, the `Gate` before any task
     _middleware   `DoorMiddleware`: bodies, their deadline, the `Gate` for what the protocol
                   left, the heap frozen once started
+    _heap         `keep_heap`: a serving process keeps freed C heap for the next body
 
 The protocol and the middleware import neither each other nor anything of the servers
 (tests/unit/test_layers.py holds both). What answers carry (CORS, gzip) is `door_headers`.
@@ -33,6 +34,7 @@ The protocol and the middleware import neither each other nor anything of the se
 from __future__ import annotations
 
 from pdpp_store.door._gate import DoorNames, Gate, Streams, host_name
+from pdpp_store.door._heap import HEAP_PAD_BYTES, keep_heap
 from pdpp_store.door._limits import Limits
 from pdpp_store.door._middleware import DoorMiddleware
 from pdpp_store.door._protocol import (
@@ -45,6 +47,7 @@ from pdpp_store.door._protocol import (
 )
 
 __all__ = [
+    "HEAP_PAD_BYTES",
     "LINGER_BYTES",
     "LINGER_S",
     "PACED_PER_TURN",
@@ -57,4 +60,5 @@ __all__ = [
     "Streams",
     "door_protocol",
     "host_name",
+    "keep_heap",
 ]
