@@ -6,7 +6,10 @@ Its answers to several queries, in every order, every page of two hits, are reco
 store fills with the queries' terms wherever the grant cannot see: records of another
 connection, of an ungranted stream, outside `resources`, outside the time constraint, deleted
 ones, and the grant's own records' ungranted fields (a searchable one, `from_name`, included).
-Every page, hit, order, score and cursor must be the same as before.
+Every page, hit, order, score and cursor must be the same as before. The grant also covers two
+fields no search reads (`thread_id`, `labels`), which the filter gate
+(test_search_filter_gate.py) filters on: the flooded records hold the values its filters ask
+for, so there it is the filter that must keep them out, beside the grant.
 
 The proof bites: a score whose length normalisation uses the store-wide average field length
 (BM25's collection statistic, read from every stored field) fails it.
@@ -49,6 +52,8 @@ def _visible(n: int) -> dict[str, Any]:
         "snippet": "orchard " * n,
         "from_name": "Ann",
         "received_at": f"2026-03-0{1 + n % 3}T10:00:00Z",
+        "thread_id": "t-a" if n % 2 == 0 else "t-b",
+        "labels": ["inbox", "work"] if n < 4 else ["archive"],
     }
 
 
@@ -57,8 +62,8 @@ def rank_grant() -> Grant:
         {
             "name": MS,
             "instance_ids": [MAILBOX],
-            "fields": ["id", "subject", "snippet", "received_at"],
-            "resources": [*VISIBLE, "old", "gone"],
+            "fields": ["id", "subject", "snippet", "received_at", "thread_id", "labels"],
+            "resources": [*VISIBLE, "old", "old-b", "gone", "gone-b"],
             "time_constraint": {"field": "received_at", "since": "2026-01-01T00:00:00Z"},
         },
         grant_id="g-rank-gate",
@@ -73,25 +78,44 @@ def _load(store: StoreFront) -> None:
     store.upsert_records(MAILBOX, MS, [_visible(n) for n in range(len(VISIBLE))])
 
 
+def _flooded(record_id: str, variant: int) -> dict[str, Any]:
+    """A record full of the queries' terms that the grant cannot see; its granted fields hold
+    what the filter gate's filters ask for (variant 0: thread `t-a` on 2026-03-09, variant 1:
+    thread `t-b` on 2026-03-01, both labelled `inbox`)."""
+    return {
+        "id": record_id,
+        "received_at": "2026-03-09T10:00:00Z" if variant == 0 else "2026-03-01T09:00:00Z",
+        "thread_id": "t-a" if variant == 0 else "t-b",
+        "labels": ["inbox"],
+        "subject": FLOOD,
+        "snippet": FLOOD,
+        "from_name": FLOOD,
+    }
+
+
 def _flood(store: StoreFront) -> None:
     """The queries' terms everywhere the grant cannot see."""
-    flooded = {"subject": FLOOD, "snippet": FLOOD, "from_name": FLOOD}
+    old = "2020-01-01T00:00:00Z"
     store.upsert_records(
         MAILBOX,
         MS,
         [
-            *({**_visible(n), "from_name": FLOOD, "x_note": FLOOD} for n in range(len(VISIBLE))),
-            {"id": "hidden", "received_at": "2026-03-09T10:00:00Z", **flooded},
-            {"id": "old", "received_at": "2020-01-01T00:00:00Z", **flooded},
-            {"id": "gone", "received_at": "2026-03-09T10:00:00Z", **flooded},
+            *(
+                # Ungranted fields, one of them holding the value a filter asks of `thread_id`.
+                {**_visible(n), "from_name": FLOOD, "x_note": FLOOD, "from_email": "t-a"}
+                for n in range(len(VISIBLE))
+            ),
+            _flooded("hidden", 0),
+            _flooded("hidden-b", 1),
+            {**_flooded("old", 0), "received_at": old},
+            {**_flooded("old-b", 1), "received_at": old},
+            _flooded("gone", 0),
+            _flooded("gone-b", 1),
         ],
     )
     store.delete_record(MAILBOX, MS, "gone")
-    store.upsert_records(
-        OTHER_MAILBOX,
-        MS,
-        [{"id": f"o{n}", "received_at": "2026-03-09T10:00:00Z", **flooded} for n in range(30)],
-    )
+    store.delete_record(MAILBOX, MS, "gone-b")
+    store.upsert_records(OTHER_MAILBOX, MS, [_flooded(f"o{n}", n % 2) for n in range(30)])
     store.upsert_records(
         MAILBOX,
         BODIES,
