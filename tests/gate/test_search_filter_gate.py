@@ -27,8 +27,9 @@ databases and both fronts:
    that field.
 4. The proofs bite: with the filter removed from the word index's statement, from the hit
    statement (the substring path: key order and its re-checks), or from the statement that
-   counts the index's candidates, or with a count that ignores the filter, proof 1 fails;
-   undone, it passes again.
+   counts the index's candidates, or with a count that ignores the filter, proof 1 fails; with
+   the filter standing in for the grant's visibility in the hit statement, proof 2 fails;
+   undone, each passes again.
 
 Proofs 1 and 2 run as the dataset is (its records fit in the first phase's scan), and, on each
 database, with that scan cut to one record (`search.SCAN_RECORDS`), so hits and counts come
@@ -202,9 +203,13 @@ def _check(store: StoreFront, word_answers: list[bool]) -> None:
     check_exact(before)
     assert any(word_answers), "the word index answered no page: its filter went unproved"
     _flood(store)
-    after = _answers(store)
+    check_unmoved(before, _answers(store))
+
+
+def check_unmoved(before: dict[Key, list[Any]], after: dict[Key, list[Any]]) -> None:
+    """Proof 2: every walk after the flood is the walk before it."""
     for key, pages in before.items():
-        assert after[key] == pages, key
+        assert after[key] == pages, f"the flood moved a filtered page: {key}"
 
 
 def test_filters_are_exact_and_nothing_ungranted_moves_a_filtered_page(
@@ -278,6 +283,7 @@ def loaded(database: Store) -> Store:
 
 
 COUNTED = MODES[1:]
+DESC: tuple[dict[str, Any], ...] = ({"order": "desc", "count": "exact"},)
 
 
 def _fails_then_passes(
@@ -346,3 +352,51 @@ def test_the_filter_removed_from_the_counting_statement_fails_the_proofs(
     breakable.setattr(search_ops, "SCAN_RECORDS", 1)
     breakable.setattr(ranking_sql, "_filters", lambda groups: ((), {}))
     _fails_then_passes(loaded, breakable, COUNTED[:1], r"filtering .* hits \[")
+
+
+def test_a_filter_standing_in_for_visibility_fails_the_proofs(
+    database: Store, breakable: pytest.MonkeyPatch
+) -> None:
+    """The hit statement keeps a filtered search's records by connection, terms and filter
+    alone, without the grant's visibility (as if the filter narrowed enough): past the first
+    phase's scan, the flooded records the index names between the visible ones satisfy the
+    filters and hold the terms, so they are hits (the page's evidence, under visibility, drops
+    them, but not from the order or the count)."""
+    from sqlalchemy import and_, bindparam, or_
+
+    from pdpp_store._sql.filters import shaped_condition
+    from pdpp_store._sql.tables import records
+
+    real = search_sql._in_scope
+
+    def filter_for_visibility(shapes: Any, layout: Any, longs: Any, filters: Any = ()) -> Any:
+        if not filters:
+            return real(shapes, layout, longs)
+        prefix = search_sql._filter_prefix
+        return or_(
+            *(
+                and_(
+                    records.c.connection_id.in_(bindparam(f"c{number}", expanding=True)),
+                    *(
+                        search_sql._term_occurs(number, term, long)
+                        for term, long in enumerate(longs)
+                    ),
+                    shaped_condition(filters[number], records, prefix=prefix(number)),
+                )
+                for number in range(len(layout))
+            )
+        )
+
+    breakable.setattr(search_ops, "SCAN_RECORDS", 1)
+    _load(database)  # key order, counted: the order and the count are the hit statement's
+    before = _answers(database, DESC)
+    breakable.setattr(search_sql, "_in_scope", filter_for_visibility)
+    clear_statement_caches()
+    check_exact(_answers(database, DESC))  # nothing to see yet but what the grant sees
+    _flood(database)
+    with pytest.raises(AssertionError, match="the flood moved a filtered page"):
+        check_unmoved(before, _answers(database, DESC))
+    breakable.undo()
+    clear_statement_caches()
+    breakable.setattr(search_ops, "SCAN_RECORDS", 1)
+    check_unmoved(before, _answers(database, DESC))

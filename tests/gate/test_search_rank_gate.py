@@ -33,6 +33,9 @@ BODIES = "message_bodies"
 QUERIES = ("budget", "budget review", '"orchard budget"', "view", "orchard")
 ORDERS = ("relevance", "desc", "asc")
 VISIBLE = [f"v{n}" for n in range(6)]
+HIDDEN, OLD, GONE = ("v1-hidden", "v3-hidden"), ("v2-old", "v4-old"), ("v2-gone", "v5-gone")
+"""Flooded records outside `resources`, outside the time constraint, and deleted: their keys
+lie among the visible ones', so a scan or the index's candidates meet them between hits."""
 FLOOD = "budget review orchard\r\nbudget " * 20
 """The queries' terms, the phrase across a line break (it forgives layout)."""
 
@@ -63,7 +66,7 @@ def rank_grant() -> Grant:
             "name": MS,
             "instance_ids": [MAILBOX],
             "fields": ["id", "subject", "snippet", "received_at", "thread_id", "labels"],
-            "resources": [*VISIBLE, "old", "old-b", "gone", "gone-b"],
+            "resources": [*VISIBLE, *OLD, *GONE],
             "time_constraint": {"field": "received_at", "since": "2026-01-01T00:00:00Z"},
         },
         grant_id="g-rank-gate",
@@ -105,16 +108,16 @@ def _flood(store: StoreFront) -> None:
                 {**_visible(n), "from_name": FLOOD, "x_note": FLOOD, "from_email": "t-a"}
                 for n in range(len(VISIBLE))
             ),
-            _flooded("hidden", 0),
-            _flooded("hidden-b", 1),
-            {**_flooded("old", 0), "received_at": old},
-            {**_flooded("old-b", 1), "received_at": old},
-            _flooded("gone", 0),
-            _flooded("gone-b", 1),
+            *(_flooded(record_id, variant) for variant, record_id in enumerate(HIDDEN)),
+            *(
+                {**_flooded(record_id, variant), "received_at": old}
+                for variant, record_id in enumerate(OLD)
+            ),
+            *(_flooded(record_id, variant) for variant, record_id in enumerate(GONE)),
         ],
     )
-    store.delete_record(MAILBOX, MS, "gone")
-    store.delete_record(MAILBOX, MS, "gone-b")
+    for record_id in GONE:
+        store.delete_record(MAILBOX, MS, record_id)
     store.upsert_records(OTHER_MAILBOX, MS, [_flooded(f"o{n}", n % 2) for n in range(30)])
     store.upsert_records(
         MAILBOX,
