@@ -31,7 +31,8 @@ Every proof runs twice: as the dataset is (its records fit in the first phase's 
 that scan cut to one record, so hits come from the search index's candidates (`SCAN_RECORDS`),
 whose every batch the same hit statement re-checks. Pages of word terms without a count are
 ranked from the word index (`_sql.words`): the same proofs cover it, and bite when its
-statement loses the grant's visibility or the searched paths.
+statement loses the grant's visibility or the searched paths. Searches with a `filter` (and
+their counts) are proved in test_search_filter_gate.py, with bites of their own.
 """
 
 from __future__ import annotations
