@@ -17,6 +17,7 @@ Two layers, both in front of authentication (nothing here reads a token or the d
 One module per concern, each stating its rules, each importing only those listed before it:
 
     _limits       `Limits`: the bounds, valid once built
+    _heap         `keep_heap`: a serving process keeps freed C heap for the next body
     _refusals     every refusal's status, code and words, and how one is written (envelope,
                   request id, `Retry-After`, `Allow`, `Connection: close`)
     _gate         `Gate`, `DoorNames`, `Streams`: a head's checks (declared length; under `/mcp`
@@ -25,7 +26,6 @@ One module per concern, each stating its rules, each importing only those listed
                   answers, deadlines paced, the `Gate` before any task
     _middleware   `DoorMiddleware`: bodies, their deadline, the `Gate` for what the protocol
                   left, the heap frozen once started
-    _heap         `keep_heap`: a serving process keeps freed C heap for the next body
 
 The protocol and the middleware import neither each other nor anything of the servers
 (tests/unit/test_layers.py holds both). What answers carry (CORS, gzip) is `door_headers`.
