@@ -53,7 +53,7 @@ _NO_PARAMS = Params()
 
 
 def _grant_resolver(tokens: Mapping[str, Grant] | Resolver, store: AsyncStore) -> GrantOf:
-    """The grant of a request's bearer credentials under `tokens` (`app.state.grant_of`)."""
+    """The grant of a request's bearer token under `tokens` (`app.state.grant_of`)."""
     known = resolver(tokens)
 
     async def grant_of(presented: str | None) -> Grant:

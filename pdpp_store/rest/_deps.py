@@ -90,7 +90,7 @@ class DirectRoute(APIRoute):
             grant = await grant_of(bearer_token(request.headers.get("authorization")))  # first
             values = {"request": request, "store": state.store, "grant": grant}
             arguments = {name: values[kind] for name, kind in named}
-            found = request.scope["path_params"]
+            found = request.path_params
             for name in path:
                 arguments[name] = found[name]
             return await endpoint(**arguments)
