@@ -28,7 +28,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
-from fastapi.security import HTTPAuthorizationCredentials
+from fastapi.telemetry import TelemetryConfig
 from starlette.routing import Route
 
 from pdpp_store import AsyncStore, Grant, note_client
@@ -53,11 +53,10 @@ _NO_PARAMS = Params()
 
 
 def _grant_resolver(tokens: Mapping[str, Grant] | Resolver, store: AsyncStore) -> GrantOf:
-    """The grant of a request's bearer credentials under `tokens` (`app.state.grant_of`)."""
+    """The grant of a request's bearer token under `tokens` (`app.state.grant_of`)."""
     known = resolver(tokens)
 
-    async def grant_of(credentials: HTTPAuthorizationCredentials | None) -> Grant:
-        presented = None if credentials is None else credentials.credentials
+    async def grant_of(presented: str | None) -> Grant:
         access = await known.resolve(presented, store)
         note_client(access.client)  # the read audit's client (`audit_context`)
         return access.grant
@@ -101,6 +100,15 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
             return {**kept[0], **rest}
     return schema
 
+
+NO_TELEMETRY: TelemetryConfig = {
+    "tracing": False,
+    "metrics": False,
+    "logs": False,
+    "operation_spans": False,
+    "auto_configure": False,
+}
+"""FastAPI's own OpenTelemetry, all of it off (rule 5)."""
 
 LICENSE = {"name": "Apache-2.0", "identifier": "Apache-2.0"}
 """The project's license, as the document's `info.license` says it."""
@@ -174,6 +182,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
+        telemetry=NO_TELEMETRY,  # rule 5
     )
     app.state.store = store
     app.state.resolver = resolver(tokens)

@@ -37,7 +37,7 @@ from pdpp_store.evidence import GrantSchema
 
 from ._conditionals import etag, none_match
 from ._deps import GrantDep, StoreDep
-from ._params import Param, Params
+from ._params import Param, Params, query_items
 from ._routes import PRIVATE, _get
 from ._schemas import card_schema, error_responses, headers, json_response, ref
 
@@ -211,7 +211,7 @@ async def stream_schema(
     },
 )
 async def records(request: Request, store: StoreDep, grant: GrantDep, stream: Stream) -> Response:
-    items = request.query_params.multi_items()
+    items = query_items(request)
     bracketed = [(name, raw) for name, raw in items if name.startswith("filter[")]
     args = RECORDS_PARAMS.parse_items(
         request, [(name, raw) for name, raw in items if not name.startswith("filter[")]

@@ -9,9 +9,10 @@ Rules:
    `pdpp_store.http`'s, shared with the MCP server, and so is the 401.
 2. `type` is the reference's for 400 (`invalid_request_error`), 401 (`authentication_error`),
    403 (`permission_error`) and 404 (`not_found_error`), the library's own elsewhere.
-3. FastAPI validates only path parameters (query parameters are `_params`'s); its errors
-   become `invalid_request` (400) naming the parameter, and Starlette's own 404/405 become
-   envelopes too. Nothing answers 422 but `field_not_text`.
+3. FastAPI validates no parameter of a `/v1` route (query parameters are `_params`'s, path
+   parameters are strings handed over as they are: `_deps.DirectRoute`); a validation error
+   of any other route becomes `invalid_request` (400) naming the parameter, and Starlette's
+   own 404/405 become envelopes too. Nothing answers 422 but `field_not_text`.
 4. Any other exception is logged with its traceback and answered with a generic 500 whose body
    holds no text of the exception.
 """

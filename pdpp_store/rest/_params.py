@@ -23,16 +23,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 
 from pdpp_store import BadRequest
 
-__all__ = ["MAX_NAME_IN_MESSAGE", "Param", "Params"]
+__all__ = ["MAX_NAME_IN_MESSAGE", "Param", "Params", "query_items"]
 
 MAX_NAME_IN_MESSAGE = 64
 MAX_INTEGER_DIGITS = 64
 _INTEGER = re.compile(rf"[+-]?[0-9]{{1,{MAX_INTEGER_DIGITS}}}")
+
+
+def query_items(request: Request) -> list[tuple[str, str]]:
+    """The request's query items, in order: what `request.query_params.multi_items()` gives
+    (Starlette's own parse, the same call), without building its multidict, which cost half
+    the parse of a field window's query."""
+    query = request.scope.get("query_string", b"")
+    return parse_qsl(query.decode("latin-1"), keep_blank_values=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +83,7 @@ class Params:
         return {"parameters": [param.openapi() for param in self.params]}
 
     def parse(self, request: Request) -> dict[str, Any]:
-        return self.parse_items(request, request.query_params.multi_items())
+        return self.parse_items(request, query_items(request))
 
     def parse_items(self, request: Request, items: list[tuple[str, str]]) -> dict[str, Any]:
         """`parse` over the query items given (a route that reads some items itself passes the

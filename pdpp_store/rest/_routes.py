@@ -61,7 +61,7 @@ from pdpp_store import (
 )
 
 from ._conditionals import etag, if_match_fails, none_match, parse_range, range_applies
-from ._deps import GrantDep, StoreDep, current_grant
+from ._deps import DirectRoute, GrantDep, StoreDep, current_grant
 from ._errors import PreconditionFailed, RangeNotSatisfiable
 from ._params import Param, Params
 from ._schemas import card_schema, error_responses, field_window_schema, headers, json_response
@@ -314,8 +314,9 @@ def _byte_range(
     return first, last
 
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(current_grant)])
-"""The `/v1` routes; every one first resolves the request's grant (`_deps`, rule 1)."""
+router = APIRouter(prefix="/v1", dependencies=[Depends(current_grant)], route_class=DirectRoute)
+"""The `/v1` routes; every one first resolves the request's grant, and its handler is given its
+arguments directly (`_deps`, rules 1-3)."""
 
 ROUTE_OPERATIONS: dict[str, tuple[str, ...]] = {
     "read_field_window": ("read_field_window",),
