@@ -386,18 +386,22 @@ def test_word_rows_first_in_a_write_commit_and_roll_back_with_it(db_url: str, fr
 
 
 @pytest.mark.postgres
-def test_postgres_copies_a_batch_s_word_rows(
+def test_postgres_copies_a_batch_s_word_rows_and_lists(
     pg_db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """On Postgres a batch's word rows go in by one copy (`requests.DriverCopy`), not by a
-    statement through the engine, and the copy is logged as a read is (`pdpp_store.sql`)."""
+    """On Postgres a batch's word rows and word lists go in by one copy each
+    (`requests.DriverCopy`), not by statements through the engine, and each copy is logged as a
+    read is (`pdpp_store.sql`)."""
     with Store.open(pg_db_url) as store:
         store.register_manifest(VALUES_MANIFEST)
         store.add_connection("w1", VALUES_MANIFEST["connector_id"])
         with SqlLog(store) as log, caplog.at_level(logging.INFO, logger="pdpp_store.sql"):
             store.upsert_records("w1", STREAM, FIRST)
-    inserts = [sql for sql in log.touching("search_words") if sql.lstrip().startswith("INSERT")]
-    assert inserts == []
-    copies = [r.getMessage() for r in caplog.records if "COPY search_words" in r.getMessage()]
-    assert len(copies) == 1, copies
-    assert _word_rows(pg_db_url) == _expected(pg_db_url)
+    for table in ("search_words", "search_word_lists"):
+        inserts = [sql for sql in log.touching(table) if sql.lstrip().startswith("INSERT")]
+        assert inserts == [], table
+        copies = [r.getMessage() for r in caplog.records if f"COPY {table} " in r.getMessage()]
+        assert len(copies) == 1, copies
+    stored = _word_rows(pg_db_url)
+    assert stored == _expected(pg_db_url)
+    assert _word_lists(pg_db_url) == _lists_of(stored)
