@@ -589,8 +589,7 @@ def upsert_records(
                 changed["field_chunks"] += len(group)
             words, vocabulary = _word_rows(connection_id, stream, plan.new_fields)
             if words:  # the word index (Rule 7)
-                for statement in write_sql.insert_words(connection_id, stream, words):
-                    yield statement
+                yield write_sql.insert_words(connection_id, stream, words)
                 yield write_sql.insert_word_lists(connection_id, stream, words)
                 yield write_sql.insert_vocabulary(vocabulary)
                 changed["search_words"] += sum(len(counts) for *_, counts in words)

@@ -1,7 +1,8 @@
 """Write transactions: an operation run on SQLAlchemy in one transaction, on either front.
 
 Writes (and the opener's operation, which loads the cursor keys) run here, on SQLAlchemy, whose
-cursor events show their statements; reads run below it (`executor`).
+cursor events show their statements; reads run below it (`executor`). A copy of rows
+(`DriverCopy`, Postgres) runs on the same connection's driver, in the same transaction (Rule 4).
 
 Rules:
 1. One operation runs on one connection, in one transaction (or one per `COMMIT` it yields);
@@ -11,18 +12,25 @@ Rules:
    (`connections`); a domain error raised by the operation leaves it healthy: rolled back and
    reused. After a discard the locals of the frames the error went through are cleared
    (`_let_go_of_frames`), so that nothing of the discarded connection outlives the call.
+4. A `DriverCopy` streams its rows through psycopg's copy protocol on the driver connection
+   under the SQLAlchemy connection, once that connection's transaction has begun (SQLAlchemy
+   begins its own on the first statement; a copy sends none through it, so it begins one
+   first where none has): its rows commit or roll back with the operation's other statements.
+   No cursor event sees it; it is logged as a read is (`pdpp_store.sql`, rows hidden).
 """
 
 from __future__ import annotations
 
+import logging
 import traceback
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pdpp_store._sql.dialects import Capabilities, capabilities
-from pdpp_store._sql.requests import Commit, DriverSQL, Op, Rows
+from pdpp_store._sql.requests import Commit, DriverCopy, DriverSQL, Op, Rows
 
 from .connections import discard, release, shielded
 from .engines import execution_options
@@ -38,6 +46,46 @@ def reply(result: Any) -> Rows | None:
     return result.mappings().all() if result.returns_rows else None
 
 
+_log = logging.getLogger("pdpp_store.sql")
+"""A copy bypasses SQLAlchemy's logging, as reads do (`executor`): logged here in its manner."""
+
+
+def _listed(rows: Iterable[Sequence[Any]] | None) -> list[Sequence[Any]] | None:
+    """The rows of an executemany as SQLAlchemy takes them (a list; built here if lazy)."""
+    if rows is None or isinstance(rows, list):
+        return rows
+    return list(rows)
+
+
+def _copying(copy: DriverCopy) -> None:
+    if _log.isEnabledFor(logging.INFO):
+        _log.info("%s\n[rows hidden]", copy.sql)
+
+
+def _copy_sync(conn: Connection, copy: DriverCopy, rows: Iterable[Sequence[Any]]) -> None:
+    """`rows` into `copy.table` on `conn`'s psycopg connection, in `conn`'s transaction."""
+    if not conn.in_transaction():
+        conn.begin()
+    dbapi: Any = conn.connection.dbapi_connection  # psycopg's: `Capabilities.copies_rows`
+    _copying(copy)
+    with dbapi.cursor() as cursor, cursor.copy(copy.sql) as sink:
+        for row in rows:
+            sink.write_row(row)
+
+
+async def _copy_async(
+    conn: AsyncConnection, copy: DriverCopy, rows: Iterable[Sequence[Any]]
+) -> None:
+    """`rows` into `copy.table` on `conn`'s psycopg async connection, in its transaction."""
+    if not conn.in_transaction():
+        await conn.begin()
+    driver: Any = (await conn.get_raw_connection()).driver_connection  # psycopg's
+    _copying(copy)
+    async with driver.cursor() as cursor, cursor.copy(copy.sql) as sink:
+        for row in rows:
+            await sink.write_row(row)
+
+
 def _drive_sync(conn: Connection, op: Op[T]) -> T:
     """Run a write (or the opener's) operation on SQLAlchemy, committing at its end."""
     dialect = capabilities(conn.dialect.name)
@@ -51,11 +99,13 @@ def _drive_sync(conn: Connection, op: Op[T]) -> T:
                 answer = None
             else:
                 statement = request.prepared(dialect)
-                if isinstance(statement, DriverSQL):
-                    result = conn.exec_driver_sql(statement.sql, request.rows)
+                if isinstance(statement, DriverCopy):
+                    _copy_sync(conn, statement, request.rows or ())
+                    answer = None
+                elif isinstance(statement, DriverSQL):
+                    answer = reply(conn.exec_driver_sql(statement.sql, _listed(request.rows)))
                 else:
-                    result = conn.execute(statement, request.params)
-                answer = reply(result)
+                    answer = reply(conn.execute(statement, request.params))
             request = op.send(answer)
     except StopIteration as done:
         conn.commit()
@@ -86,11 +136,14 @@ async def _drive_async(conn: AsyncConnection, op: Op[T], dialect: Capabilities) 
             answer = None
         else:
             statement = request.prepared(dialect)
-            if isinstance(statement, DriverSQL):
-                result = await conn.exec_driver_sql(statement.sql, request.rows)
+            if isinstance(statement, DriverCopy):
+                await _copy_async(conn, statement, request.rows or ())
+                answer = None
+            elif isinstance(statement, DriverSQL):
+                result = await conn.exec_driver_sql(statement.sql, _listed(request.rows))
+                answer = reply(result)
             else:
-                result = await conn.execute(statement, request.params)
-            answer = reply(result)
+                answer = reply(await conn.execute(statement, request.params))
         try:
             request = op.send(answer)
         except StopIteration as done:

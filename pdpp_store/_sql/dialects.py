@@ -127,6 +127,10 @@ class Capabilities:
     binds_arrays: bool
     """A Python list binds as one array parameter (Postgres `text[]`); elsewhere an `IdList`
     is bound as one JSON text and read back with the database's JSON functions (SQLite)."""
+    copies_rows: bool
+    """Many rows go into a table cheapest through the driver's copy protocol (Postgres
+    `COPY ... FROM STDIN`, `requests.DriverCopy`): no statement per row, nothing to expand on
+    the server. Elsewhere they go as an executemany (SQLite: in process, the cheapest)."""
 
 
 SQLITE = Capabilities(
@@ -145,6 +149,7 @@ SQLITE = Capabilities(
     search_index_is_side_table=True,
     sums_exactly=False,
     binds_arrays=False,
+    copies_rows=False,
 )
 
 POSTGRESQL = Capabilities(
@@ -163,6 +168,7 @@ POSTGRESQL = Capabilities(
     search_index_is_side_table=False,
     sums_exactly=True,
     binds_arrays=True,
+    copies_rows=True,
 )
 
 _BY_NAME = {caps.name: caps for caps in (SQLITE, POSTGRESQL)}

@@ -6,7 +6,8 @@
     COMMIT                      -> commit what was done so far and begin again (batch ingestion)
 
 A statement is a SQLAlchemy `Executable`, or `DriverSQL`: SQL in the driver's own paramstyle
-with positional rows, for the bulk inserts of ingestion (see `DriverSQL`).
+with positional rows, for the bulk inserts of ingestion (see `DriverSQL`), or `DriverCopy`:
+positional rows streamed into a table through the driver's copy protocol (Postgres).
 
 Rules:
 1. Rows are read by column label, never by position: every statement labels what it selects,
@@ -20,7 +21,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -32,6 +33,7 @@ __all__ = [
     "COMMIT",
     "Builder",
     "Commit",
+    "DriverCopy",
     "DriverSQL",
     "Execute",
     "Op",
@@ -54,7 +56,23 @@ class DriverSQL:
     sql: str
 
 
-Statement = Executable | DriverSQL
+@dataclass(frozen=True, slots=True)
+class DriverCopy:
+    """Positional rows (an `Execute`'s `rows`, in `columns` order) streamed into `table` through
+    the driver's copy protocol (`COPY ... FROM STDIN`, where `Capabilities.copies_rows`), on
+    the write's own connection, in its transaction: no statement per row and no document for
+    the server to expand, the rows read as they are sent (they may be produced lazily). The
+    engine's cursor events do not see it (no cursor executes it); it is logged as reads are."""
+
+    table: str
+    columns: tuple[str, ...]
+
+    @property
+    def sql(self) -> str:
+        return f"COPY {self.table} ({', '.join(self.columns)}) FROM STDIN"
+
+
+Statement = Executable | DriverSQL | DriverCopy
 Builder = Callable[[Capabilities], Statement]
 
 
@@ -65,8 +83,9 @@ class Execute:
     when: Callable[[Capabilities], bool] | None = None
     """Run only where this holds of the dialect's capabilities (e.g. filling SQLite's search
     index); elsewhere the reply is None, without a round trip."""
-    rows: Sequence[Sequence[Any]] | None = None
-    """The positional rows of a `DriverSQL` statement (its parameters)."""
+    rows: Iterable[Sequence[Any]] | None = None
+    """The positional rows of a `DriverSQL` statement (its parameters) or of a `DriverCopy`;
+    read once, when the statement runs (not at all where `when` does not hold)."""
     bounded: bool = False
     """The statement's cost is bounded by a small constant whatever the data: index lookups and
     at most a few chunk rows (a window of at most `MAX_LIMIT_CHARS`, a budgeted projection, a
@@ -80,15 +99,15 @@ class Execute:
 
     def prepared(self, capabilities: Capabilities) -> Statement:
         """What the driver runs on a database of these capabilities."""
-        if isinstance(self.statement, Executable | DriverSQL):
+        if isinstance(self.statement, Executable | DriverSQL | DriverCopy):
             return self.statement
         return self.statement(capabilities)
 
     def statement_for(self, capabilities: Capabilities) -> Executable:
         """The SQLAlchemy statement (for callers that execute it themselves)."""
         statement = self.prepared(capabilities)
-        if isinstance(statement, DriverSQL):
-            raise TypeError("a DriverSQL statement runs with exec_driver_sql")
+        if isinstance(statement, DriverSQL | DriverCopy):
+            raise TypeError("a DriverSQL or DriverCopy statement runs on the driver's rows")
         return statement
 
 

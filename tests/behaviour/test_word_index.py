@@ -5,21 +5,32 @@ scored prefix (`_core.words.field_words` of its stored text), through inserts, u
 field changed, one removed, one no longer text-like, a long one rewritten: rows deleted by
 their words, computed again from the stored prefix), deletes (soft: the rows stay, as the
 fields do) and a record brought back; migration 0015 backfills exactly what the writer wrote,
-and 0017 keeps it while it puts the rows in word order, one structure read by its key alone."""
+and 0017 keeps it while it puts the rows in word order, one structure read by its key alone.
+On Postgres the rows go in by a copy (`requests.DriverCopy`) in the write's own transaction, on
+both fronts: the same rows, committed and rolled back with the batch."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from _data import run_alembic
+import pytest
+from _data import SqlLog, run_alembic
+from _fronts import FRONTS, Front, open_front
 from _values import STREAM, VALUES_MANIFEST, _rows
 from sqlalchemy import create_engine, inspect
 
-from pdpp_store import Store
+from pdpp_store import AsyncStore, Store
 from pdpp_store._core import words
-from pdpp_store._runtime import sync_url
+from pdpp_store._core.errors import BadRequest, StoreError
+from pdpp_store._runtime import run_async, run_sync, sync_url
+from pdpp_store._sql import writes as write_sql
 from pdpp_store._sql.index import fts_query, like_pattern
+from pdpp_store._sql.requests import Op
 from pdpp_store._sql.tables import WORD_KEY
 
 WordRow = tuple[str, str, str, str, str, int, int]
@@ -85,8 +96,9 @@ GONE = {"id": "e", "title": f"{LONG} gone", "doc": {"k": "Nested words"}, "n": 1
 REWRITTEN = {"id": "e", "title": "no\x00longer text", "n": 2}  # binary now, `doc` removed
 
 
-def _write(url: str) -> None:
-    with Store.open(url, batch_size=2) as store:
+def _write(url: str, front: Front = "sync") -> None:
+    store = open_front(front, url, batch_size=2)
+    try:
         store.register_manifest(VALUES_MANIFEST)
         for connection_id in ("w1", "w2"):
             store.add_connection(connection_id, VALUES_MANIFEST["connector_id"])
@@ -100,6 +112,8 @@ def _write(url: str) -> None:
         store.upsert_records(  # a long field rewritten; text-like fields gone or turned binary
             "w2", STREAM, [{"id": "c", "title": "z " * 3000, "anything": 5}, REWRITTEN]
         )
+    finally:
+        store.close()
 
 
 def test_every_write_keeps_the_word_index(db_url: str) -> None:
@@ -259,3 +273,135 @@ def test_migration_0017_puts_the_rows_in_word_order_and_keeps_them(db_url: str) 
     assert after == _expected(db_url)
     assert ("w2", STREAM, "a", "title", "after", 1, 5) in after
     assert not any(r == "a" and w == "hello" for c, _, r, _, w, *_ in after if c == "w2")
+
+
+# ---------------------------------------------------------------- how the rows go in
+
+
+def test_the_async_front_keeps_the_word_index_as_the_sync_one(db_url: str) -> None:
+    """The same writes through `AsyncStore` (Postgres: the copy on psycopg's async connection)
+    leave exactly the rows and lists the stored fields call for."""
+    _write(db_url, "async")
+    stored = _word_rows(db_url)
+    assert stored == _expected(db_url)
+    assert _word_lists(db_url) == _lists_of(stored)
+    titles = {(c, r, w): n for c, _, r, p, w, n, _ in stored if p == "title"}
+    assert titles[("w1", "a", "changed")] == 1
+    assert titles[("w1", "c", "y")] == 2047
+
+
+@contextmanager
+def _refusing_word_list(url: str, record_id: str) -> Iterator[None]:
+    """A trigger that refuses `record_id`'s word lists while the block runs: its batch fails
+    after its word rows went in (the lists follow them, `_ops.writes` Rule 7), a fault of the
+    database itself. Dropped after (a pooled Postgres database must come back as it was)."""
+    sqlite = url.startswith("sqlite")
+    if sqlite:
+        create = [
+            "CREATE TRIGGER refuse_list BEFORE INSERT ON search_word_lists"
+            f" WHEN NEW.record_id = '{record_id}' BEGIN SELECT RAISE(ABORT, 'no'); END"
+        ]
+        drop = ["DROP TRIGGER refuse_list"]
+    else:
+        create = [
+            "CREATE FUNCTION refuse_list() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            f" IF NEW.record_id = '{record_id}' THEN RAISE EXCEPTION 'no'; END IF;"
+            " RETURN NEW; END $$",
+            "CREATE TRIGGER refuse_list BEFORE INSERT ON search_word_lists"
+            " FOR EACH ROW EXECUTE FUNCTION refuse_list()",
+        ]
+        drop = ["DROP TRIGGER refuse_list ON search_word_lists", "DROP FUNCTION refuse_list()"]
+    engine = create_engine(sync_url(url))
+    try:
+        with engine.begin() as conn:
+            for sql in create:
+                conn.exec_driver_sql(sql)
+        try:
+            yield
+        finally:
+            with engine.begin() as conn:
+                for sql in drop:
+                    conn.exec_driver_sql(sql)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_a_batch_refused_after_its_word_rows_leaves_none_of_them(db_url: str, front: Front) -> None:
+    """The word rows go in within their batch's transaction: a batch the database refuses after
+    they went in leaves none of them (nor anything else of it), the batch before it stays."""
+    store = open_front(front, db_url, batch_size=2)
+    try:
+        store.register_manifest(VALUES_MANIFEST)
+        store.add_connection("w1", VALUES_MANIFEST["connector_id"])
+        store.upsert_records("w1", STREAM, FIRST[:2])
+        with _refusing_word_list(db_url, "c"), pytest.raises(StoreError) as refused:
+            store.upsert_records("w1", STREAM, FIRST[2:])
+        assert refused.value.code == "storage_error"
+        store.upsert_records("w1", STREAM, [FIRST[3]])  # the same connection, healthy
+    finally:
+        store.close()
+    stored = _word_rows(db_url)
+    assert {r for _, _, r, *_ in stored} == {"a", "b", "d"}
+    assert stored == _expected(db_url)
+    assert _word_lists(db_url) == _lists_of(stored)
+
+
+ONE_FIELD: list[write_sql.FieldWords] = [("r1", "title", 11, {"hello": 2, "x": 1})]
+
+
+def _words_first(fail: bool) -> Op[None]:
+    """An operation whose first statement is a batch's word rows (a copy on Postgres), then
+    refused by the store itself or ended."""
+    yield write_sql.insert_words("w1", STREAM, ONE_FIELD)
+    if fail:
+        raise BadRequest("invalid_request", "refused after the word rows")
+
+
+@pytest.mark.parametrize("front", FRONTS)
+def test_word_rows_first_in_a_write_commit_and_roll_back_with_it(db_url: str, front: Front) -> None:
+    """A copy sends nothing through the engine's connection, which begins its transaction at
+    its first statement: the runtime begins it before the copy, so rows copied first of all
+    are committed at the operation's end and rolled back when it fails."""
+    if front == "sync":
+        with Store.open(db_url) as store:
+            with pytest.raises(BadRequest):
+                run_sync(store.engine, _words_first(fail=True), write=True)
+            assert _word_rows(db_url) == set()
+            run_sync(store.engine, _words_first(fail=False), write=True)
+    else:
+
+        async def write() -> None:
+            async with await AsyncStore.open(db_url) as store:
+                with pytest.raises(BadRequest):
+                    await run_async(store.engine, _words_first(fail=True), write=True)
+                assert _word_rows(db_url) == set()
+                await run_async(store.engine, _words_first(fail=False), write=True)
+
+        asyncio.run(write())
+    assert _word_rows(db_url) == {
+        ("w1", STREAM, "r1", "title", "hello", 2, 11),
+        ("w1", STREAM, "r1", "title", "x", 1, 11),
+    }
+
+
+@pytest.mark.postgres
+def test_postgres_copies_a_batch_s_word_rows_and_lists(
+    pg_db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On Postgres a batch's word rows and word lists go in by one copy each
+    (`requests.DriverCopy`), not by statements through the engine, and each copy is logged as a
+    read is (`pdpp_store.sql`)."""
+    with Store.open(pg_db_url) as store:
+        store.register_manifest(VALUES_MANIFEST)
+        store.add_connection("w1", VALUES_MANIFEST["connector_id"])
+        with SqlLog(store) as log, caplog.at_level(logging.INFO, logger="pdpp_store.sql"):
+            store.upsert_records("w1", STREAM, FIRST)
+    for table in ("search_words", "search_word_lists"):
+        inserts = [sql for sql in log.touching(table) if sql.lstrip().startswith("INSERT")]
+        assert inserts == [], table
+        copies = [r.getMessage() for r in caplog.records if f"COPY {table} " in r.getMessage()]
+        assert len(copies) == 1, copies
+    stored = _word_rows(pg_db_url)
+    assert stored == _expected(pg_db_url)
+    assert _word_lists(pg_db_url) == _lists_of(stored)
