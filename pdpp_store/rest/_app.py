@@ -19,6 +19,9 @@ Rules:
 4. Every `GET` route answers `HEAD` too (RFC 9110 §9.3.2): the same handler, the same status and
    headers, no body (the server sends none for `HEAD`); the `/v1` routes declare theirs
    (`_routes`), the discovery routes here. The twins stay out of the OpenAPI document.
+5. FastAPI's own OpenTelemetry is off (`NO_TELEMETRY`): its spans would record each request's
+   query string (search terms, filters, record ids) wherever a tracer provider is configured,
+   and asking whether one is cost every request 7 us. The access log times requests.
 """
 
 import contextlib

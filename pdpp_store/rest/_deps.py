@@ -13,9 +13,13 @@ Rules:
    or unknown token is 401 before anything else is looked at.
 2. The routes are `DirectRoute`s: what each handler takes is worked out once, when the route is
    registered, from its signature (the request, `StoreDep`, `GrantDep`, and path parameters
-   typed `str`; anything else is a `TypeError` then), and given to it directly on each request,
-   the grant first. FastAPI's dependency solving, which cost about 0.1 ms of every request
-   (more than a SQLite field window's read), runs for none of them.
+   typed `str` with no constraint; anything else is a `TypeError` then), and given to it
+   directly on each request, the grant first. Nothing FastAPI would have run is skipped
+   silently: a dependency other than the grant's and the store's is a `TypeError` when the
+   route is registered (on the route or its router) or first handled (one its inclusion
+   adds), and so is a handler not declared to return a `Response`. FastAPI's dependency
+   solving, which cost about 0.1 ms of every request (more than a SQLite field window's read),
+   runs for none of them.
 3. The dependencies stay declared (`current_grant` on the router, `StoreDep` and `GrantDep` in
    the handlers' signatures) for FastAPI's OpenAPI document alone: its security scheme
    (`bearer`) and path parameters are what they were.
@@ -27,8 +31,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any, get_args, get_origin
 
-from fastapi import Depends, Request, Response
-from fastapi.routing import APIRoute
+from fastapi import Depends, Request, Response, params
+from fastapi.routing import APIRoute, _effective_route_context_var
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pdpp_store import AsyncStore, Grant
@@ -80,6 +84,10 @@ class DirectRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         endpoint: Handler = self.endpoint
+        # The route as included (with its inclusion's dependencies), as `APIRoute` reads it.
+        included = _effective_route_context_var.get()
+        route = included if included is not None and included.original_route is self else self
+        _only_ours(endpoint, route.dependant.dependencies)
         given = _arguments(endpoint, set(self.param_convertors))
         named = [(name, kind) for name, kind in given.items() if kind != "path"]
         path = [name for name, kind in given.items() if kind == "path"]
@@ -98,13 +106,28 @@ class DirectRoute(APIRoute):
         return handle
 
 
+def _only_ours(endpoint: Handler, dependencies: Any) -> None:
+    """Refuse a dependency `DirectRoute` would not run (rule 2)."""
+    for dependency in dependencies:
+        if dependency.call not in (current_grant, current_store):
+            named = getattr(dependency.call, "__name__", repr(dependency.call))
+            raise TypeError(
+                f"{endpoint.__name__}: a /v1 route runs no dependency but the grant's and the"
+                f" store's, not {named}"
+            )
+
+
 def _arguments(endpoint: Handler, path: set[str]) -> dict[str, str]:
     """Each parameter of `endpoint` by what it is given: `request`, `store`, `grant` or `path`
     (a `str` path parameter of `path`); anything else is a `TypeError` (rule 2)."""
     if not inspect.iscoroutinefunction(endpoint):
         raise TypeError(f"{endpoint.__name__}: a /v1 handler is a coroutine function")
+    signature = inspect.signature(endpoint, eval_str=True)
+    returned = signature.return_annotation
+    if not (isinstance(returned, type) and issubclass(returned, Response)):
+        raise TypeError(f"{endpoint.__name__}: a /v1 handler is declared to return a Response")
     given: dict[str, str] = {}
-    for name, parameter in inspect.signature(endpoint, eval_str=True).parameters.items():
+    for name, parameter in signature.parameters.items():
         annotation = parameter.annotation
         if annotation is Request:
             given[name] = "request"
@@ -123,7 +146,11 @@ def _arguments(endpoint: Handler, path: set[str]) -> dict[str, str]:
 
 
 def _is_str(annotation: object) -> bool:
-    """`str`, or `Annotated[str, ...]` (a path parameter's description)."""
-    if get_origin(annotation) is Annotated:
-        annotation = get_args(annotation)[0]
-    return annotation is str
+    """`str`, or `Annotated[str, Path(description=...)]`: a path parameter FastAPI would not
+    have checked either (a `Path` with a constraint, a pattern or a length, is not one)."""
+    if get_origin(annotation) is not Annotated:
+        return annotation is str
+    kind, *extras = get_args(annotation)
+    return kind is str and all(
+        isinstance(extra, params.Path) and not extra.metadata for extra in extras
+    )

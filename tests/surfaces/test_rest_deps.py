@@ -17,10 +17,13 @@ import fastapi.routing
 import httpx
 import pytest
 from _rest import OWNER, Site, served, window_path
-from fastapi import APIRouter, FastAPI, Path, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Path, Request, Response
 from fastapi.dependencies.utils import solve_dependencies
+from fastapi.security import HTTPBearer
+from fastapi.testclient import TestClient
 from opentelemetry import trace
 
+from pdpp_store.http import bearer_token
 from pdpp_store.rest._deps import DirectRoute, GrantDep, StoreDep
 from pdpp_store.rest._routes import PRIVATE
 
@@ -91,12 +94,32 @@ def _sync_handler(request: Request) -> Response:
     return Response(headers=PRIVATE)
 
 
+async def _handler_of_a_dict(request: Request) -> dict[str, bool]:
+    return {"ok": True}
+
+
+async def _handler_with_a_pattern(
+    request: Request, stream: Annotated[str, Path(pattern="^[a-z]+$")]
+) -> Response:
+    return Response(headers=PRIVATE)
+
+
+async def _served_handler(request: Request, grant: GrantDep) -> Response:
+    return Response(headers=PRIVATE)
+
+
+async def _a_check_of_its_own() -> None:
+    """A dependency FastAPI would run (a scope check, a rate limit): `DirectRoute` would not."""
+
+
 @pytest.mark.parametrize(
     ("path", "handler", "named"),
     [
         ("/things/{limit}", _handler_with_a_number, "'limit'"),
         ("/things", _handler_with_a_query, "'q'"),
         ("/things", _sync_handler, "coroutine"),
+        ("/things", _handler_of_a_dict, "Response"),
+        ("/things/{stream}", _handler_with_a_pattern, "'stream'"),
     ],
 )
 def test_a_handler_it_cannot_serve_is_refused_when_registered(
@@ -155,3 +178,44 @@ async def test_fastapi_telemetry_is_off_even_with_a_provider_configured(
         assert (await site.get(OWNER, window_path(), asked)).status_code == 200
         assert (await site.get(None, "/.well-known/oauth-protected-resource")).status_code == 200
     assert recording.spans == []
+
+
+def test_a_dependency_it_would_not_run_is_refused_when_registered_or_first_handled() -> None:
+    router = APIRouter(route_class=DirectRoute)
+    with pytest.raises(TypeError, match="_a_check_of_its_own"):
+        router.add_api_route(
+            "/things", _served_handler, methods=["GET"], dependencies=[Depends(_a_check_of_its_own)]
+        )
+    checked = APIRouter(route_class=DirectRoute, dependencies=[Depends(_a_check_of_its_own)])
+    with pytest.raises(TypeError, match="_a_check_of_its_own"):
+        checked.add_api_route("/things", _served_handler, methods=["GET"])
+    served_alone = APIRouter(route_class=DirectRoute)
+    served_alone.add_api_route("/things", _served_handler, methods=["GET"])  # ours only: served
+    app = FastAPI()
+    app.include_router(served_alone, dependencies=[Depends(_a_check_of_its_own)])
+    client = TestClient(app)
+    with pytest.raises(TypeError, match="_a_check_of_its_own"):
+        client.get("/things")  # an inclusion's route is made when first handled
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        f"Bearer {OWNER}",
+        f"bearer {OWNER}",
+        f"BEARER   {OWNER}  ",
+        f"Bearer\t{OWNER}",
+        f"Basic {OWNER}",
+        "Bearer",
+        "Bearer    ",
+        f" Bearer {OWNER}",
+        "",
+        None,
+    ],
+)
+async def test_bearer_token_reads_what_http_bearer_reads(authorization: str | None) -> None:
+    headers = [] if authorization is None else [(b"authorization", authorization.encode())]
+    request = Request({"type": "http", "method": "GET", "path": "/", "headers": headers})
+    credentials = await HTTPBearer(auto_error=False)(request)
+    expected = None if credentials is None else credentials.credentials
+    assert bearer_token(authorization) == expected
