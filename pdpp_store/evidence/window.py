@@ -9,7 +9,9 @@ Rules:
    next and previous offsets) is computed from the fields below and nothing else, so the keys
    cannot disagree; `total_chars` is the field's own size.
 3. `next` and `previous` are the `Continuation`s that read the neighbouring windows by their
-   cursors; they exist exactly when the cursors do.
+   cursors; they exist exactly when the cursors do. `to_dict()` writes their cards itself from
+   the names every continuation of the record's field shares (`cursor_window_names`, checked
+   as the references check them): the JSON `Continuation.to_dict()` gives (tested).
 4. A cursor may be given as `deferred_cursor(mint)`: it is minted when first read and kept, so
    the window is indistinguishable from one built with the token (equality, hash, repr,
    `to_dict()` and copies all read the token); a caller that wants only the text pays no MAC.
