@@ -23,7 +23,9 @@ from pdpp_store._ops import reads
 from pdpp_store._sql import reads as sql
 from pdpp_store.evidence import FieldInfo, FieldPreview, RecordView
 from pdpp_store.evidence.record import built_view
+from pdpp_store.evidence.text import record_argument
 from pdpp_store.evidence.window import FieldWindow, built_window
+from pdpp_store.mcp._render import _window_record
 
 REFS = [RecordRef("c", "s", "r"), RecordRef("conn_2", "a:b", "é 名")]
 PATHS = ["body", "a", 'q"d', "é名", "\U0001f600", "x\ny", "a.b", "z"]
@@ -358,6 +360,30 @@ def test_shared_window_names_answer_only_for_their_own_record_field() -> None:
     assert len({json.dumps(card) for card in cards}) == 3
     assert cards[0]["arguments"]["record"] == "c/s:r:x"
     assert cards[1]["arguments"]["record"].startswith("pdpp://record/")
+
+
+def test_kept_record_names_answer_only_for_their_own_record() -> None:
+    """A card's record argument (`evidence.text.record_argument`) and an MCP window's record
+    (`_window_record`) are kept per record: records whose names run together alike each get
+    their own, kept or not; a name no reference takes is refused every time, as `RecordRef`
+    refuses it, and a name that is not a string too (never a `TypeError` from the keeping)."""
+    records = [("c", "s", "r:x"), ("c", "s:r", "x"), ("c", "s", "r")]
+    for _ in range(2):
+        for names in records:
+            assert record_argument(*names) == RecordRef(*names).argument
+            assert _window_record(*names) == RecordRef(*names)
+    assert len({record_argument(*names) for names in records}) == 3
+    refused_names: list[tuple[Any, ...]] = [("c", "s", "a/b"), ("c", "..", "r"), (["c"], "s", "r")]
+    for bad in refused_names:
+        for _ in range(2):
+            with pytest.raises(BadRequest) as refused:
+                RecordRef(*bad)
+            with pytest.raises(BadRequest) as argument:
+                record_argument(*bad)
+            assert argument.value.to_dict() == refused.value.to_dict()
+            if all(type(name) is str for name in bad):
+                with pytest.raises(BadRequest):
+                    _window_record(*bad)
 
 
 def test_remembered_revisions_are_bounded_and_keep_only_small_records() -> None:
