@@ -61,6 +61,8 @@ __all__ = [
     "UnscopedRecordRef",
     "blob_id_for",
     "blob_uri",
+    "cursor_window_names",
+    "cursor_window_uri",
     "is_blob_id",
     "is_unicode",
     "parse_field_window_uri",
@@ -302,6 +304,26 @@ class FieldWindowRef:
     @property
     def uri(self) -> str:
         return FIELD_WINDOW_URI_PREFIX + self.handle
+
+
+@lru_cache(maxsize=4096)
+def cursor_window_names(
+    connection_id: str, stream: str, record_id: str, field: str
+) -> tuple[str, str]:
+    """What every window of this record's field read by a cursor shares: the record's
+    `argument` and the JSON of the four names that open its handle, once per record field.
+    They are checked as `FieldWindowRef(RecordRef(...), field)` checks them (the same
+    `BadRequest`; errors are never cached), and the key is the four names themselves, so one
+    record's names never answer for another's."""
+    ref = FieldWindowRef(RecordRef(connection_id, stream, record_id), field)
+    names = (connection_id, stream, record_id, field)
+    return ref.record.argument, ",".join(map(_json_string, names))
+
+
+def cursor_window_uri(names: str, cursor: str) -> str:
+    """`FieldWindowRef(record, field, cursor=cursor).uri` from `cursor_window_names`' `names`:
+    the same handle, spelled as `FieldWindowRef.handle` spells it (a test holds them equal)."""
+    return FIELD_WINDOW_URI_PREFIX + _b64(f'[{names},{{"cursor":{_json_string(cursor)}}}]')
 
 
 # -- handles ----------------------------------------------------------------------------------

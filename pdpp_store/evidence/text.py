@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from pdpp_store._core.identity import FieldWindowRef, RecordRef, parse_record_ref
@@ -69,9 +70,19 @@ def compact(value: Any) -> str:
 
 def record_argument(connection_id: str, stream: str, record_id: str) -> str:
     """How a continuation names a record: its self-contained id, or its `pdpp://record/` URI when
-    the id would not parse back to the same record (a stream holding ':')."""
+    the id would not parse back to the same record (a stream holding ':'). Once per record (a
+    card names its record several times): kept by the three names themselves, errors never."""
+    if type(connection_id) is str and type(stream) is str and type(record_id) is str:
+        return _kept_argument(connection_id, stream, record_id)
+    return _argument(connection_id, stream, record_id)
+
+
+def _argument(connection_id: str, stream: str, record_id: str) -> str:
     ref = RecordRef(connection_id, stream, record_id)
     return ref.id if parse_record_ref(ref.id) == ref else ref.uri
+
+
+_kept_argument = lru_cache(maxsize=4096)(_argument)
 
 
 # ---------------------------------------------------------------- windows

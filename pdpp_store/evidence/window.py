@@ -9,7 +9,9 @@ Rules:
    next and previous offsets) is computed from the fields below and nothing else, so the keys
    cannot disagree; `total_chars` is the field's own size.
 3. `next` and `previous` are the `Continuation`s that read the neighbouring windows by their
-   cursors; they exist exactly when the cursors do.
+   cursors; they exist exactly when the cursors do. `to_dict()` writes their cards itself from
+   the names every continuation of the record's field shares (`cursor_window_names`, checked
+   as the references check them): the JSON `Continuation.to_dict()` gives (tested).
 4. A cursor may be given as `deferred_cursor(mint)`: it is minted when first read and kept, so
    the window is indistinguishable from one built with the token (equality, hash, repr,
    `to_dict()` and copies all read the token); a caller that wants only the text pays no MAC.
@@ -22,7 +24,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
-from pdpp_store._core.identity import FieldWindowRef, RecordRef
+from pdpp_store._core.identity import (
+    FieldWindowRef,
+    RecordRef,
+    cursor_window_names,
+    cursor_window_uri,
+)
 from pdpp_store._core.slots import slot_setters
 from pdpp_store._core.window import MAX_LIMIT_CHARS
 
@@ -207,7 +214,17 @@ class FieldWindow:
         return Continuation.read_window(ref)
 
     def to_dict(self) -> dict[str, Any]:
-        after, before = self.next, self.previous
+        # The derived keys spelled out once from the fields (rule 2, as `__post_init__` does: a
+        # card is rendered on every read), each cursor read (minted) once, and the continuations
+        # rendered from the names the record's field shares (rule 3, `_continuation`).
+        total, start, limit, text = (
+            self.field.size_chars,
+            self.start_chars,
+            self.limit_chars,
+            self.text,
+        )
+        end = min(start + len(text), total)
+        after, before = self.next_cursor, self.previous_cursor
         return {
             "object": "field_window",
             "stream": self.stream,
@@ -215,24 +232,42 @@ class FieldWindow:
             "connection_id": self.connection_id,
             "field": self.field.to_dict(),
             "window": {
-                "text": self.text,
-                "total_chars": self.total_chars,
-                "start_chars": self.start_chars,
-                "end_chars": self.end_chars,
-                "limit_chars": self.limit_chars,
-                "complete": self.complete,
-                "has_more": self.has_more,
+                "text": text,
+                "total_chars": total,
+                "start_chars": start,
+                "end_chars": end,
+                "limit_chars": limit,
+                "complete": start == 0 and end >= total,
+                "has_more": end < total,
                 "match_start_chars": self.match_start_chars,
                 "match_end_chars": self.match_end_chars,
-                "next_offset_chars": self.next_offset_chars,
-                "previous_offset_chars": self.previous_offset_chars,
-                "next_cursor": self.next_cursor,
-                "previous_cursor": self.previous_cursor,
+                "next_offset_chars": end if end < total else None,
+                "previous_offset_chars": max(0, start - limit) if start > 0 else None,
+                "next_cursor": after,
+                "previous_cursor": before,
                 "next_match_cursor": self.next_match_cursor,
             },
-            "next": None if after is None else after.to_dict(),
-            "previous": None if before is None else before.to_dict(),
+            "next": self._continuation(after),
+            "previous": self._continuation(before),
             "meta": {"warnings": [dict(warning) for warning in self.warnings]},
+        }
+
+    def _continuation(self, cursor: str | None) -> dict[str, Any] | None:
+        """`self._by_cursor(cursor).to_dict()`, without building the `Continuation` and its
+        references: the record argument and the handle's names are `cursor_window_names`'
+        (checked as those references check them, once per record field), and the keys are in
+        the order `Continuation` keeps them. A test holds the two to the same JSON."""
+        if cursor is None:
+            return None
+        if type(cursor) is not str or not cursor:  # refused (or not) as the reference decides
+            continuation = self._by_cursor(cursor)
+            return None if continuation is None else continuation.to_dict()
+        path = self.field.path
+        argument, names = cursor_window_names(self.connection_id, self.stream, self.record_id, path)
+        return {
+            "operation": "read_field_window",
+            "arguments": {"cursor": cursor, "field": path, "record": argument},
+            "resource_uri": cursor_window_uri(names, cursor),
         }
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -84,8 +85,15 @@ def error_result(error: StoreError | Mapping[str, Any]) -> types.CallToolResult:
 
 
 def _window_uri(window: FieldWindow, **selector: Any) -> str:
-    ref = RecordRef(window.connection_id, window.stream, window.record_id)
+    ref = _window_record(window.connection_id, window.stream, window.record_id)
     return FieldWindowRef(ref, window.field.path, **selector).uri
+
+
+@lru_cache(maxsize=4096)
+def _window_record(connection_id: str, stream: str, record_id: str) -> RecordRef:
+    """A window's record (the library's names: strings), checked once per record: a window's
+    answer names it three times. Kept by the three names themselves, errors never."""
+    return RecordRef(connection_id, stream, record_id)
 
 
 def _neighbour_uri(window: FieldWindow, cursor: str | None) -> str | None:

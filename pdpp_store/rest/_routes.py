@@ -37,6 +37,8 @@ Rules:
 9. A blob request is one read audit entry (`OneAuditEntry`), however many steps its body takes: the
    range sent and the bytes actually served, with the outcome `aborted` (and why) when the body
    ended before its last byte (the grant lost, the blob changed, the client gone).
+10. A field window's card, which holds no float, is written by `_json.IntegralJSONResponse`:
+   the bytes `JSONResponse` writes, in a fifth of the time.
 """
 
 import logging
@@ -63,6 +65,7 @@ from pdpp_store import (
 from ._conditionals import etag, if_match_fails, none_match, parse_range, range_applies
 from ._deps import DirectRoute, GrantDep, StoreDep, current_grant
 from ._errors import PreconditionFailed, RangeNotSatisfiable
+from ._json import IntegralJSONResponse
 from ._params import Param, Params
 from ._schemas import card_schema, error_responses, field_window_schema, headers, json_response
 
@@ -244,15 +247,25 @@ def _record(stream: str, record_id: str, connection_id: str | None) -> Any:
     return RecordRef(connection_id, stream, record_id)
 
 
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
+"""What `quote(text, safe="")` leaves as it is: RFC 3986's unreserved characters."""
+
+
+def _quoted(text: str) -> str:
+    """`quote(text, safe="")`, without its steps for a text it leaves alone (a cursor, being
+    base64url, always is)."""
+    return text if _UNRESERVED.fullmatch(text) else quote(text, safe="")
+
+
 def _window_links(request: Request, window: FieldWindow, limit: int | None) -> dict[str, Any]:
     """`url` (as asked), and links that re-read this window and continue it."""
     base = request.url.path
-    common = f"{base}?field={quote(window.field.path, safe='')}"
-    common += f"&connection_id={quote(window.connection_id, safe='')}"
+    common = f"{base}?field={_quoted(window.field.path)}"
+    common += f"&connection_id={_quoted(window.connection_id)}"
     keep = "" if limit is None else f"&limit_chars={limit}"
 
     def by_cursor(cursor: str | None) -> str | None:
-        return None if cursor is None else f"{common}&cursor={quote(cursor, safe='')}{keep}"
+        return None if cursor is None else f"{common}&cursor={_quoted(cursor)}{keep}"
 
     asked = request.url.query
     return {
@@ -392,7 +405,7 @@ async def field_window(
     if _not_modified(args, headers["ETag"], "field", current):
         return Response(status_code=304, headers=headers)
     body = {**window.to_dict(), **_window_links(request, window, args["limit_chars"])}
-    return JSONResponse(body, headers=headers)
+    return IntegralJSONResponse(body, headers=headers)  # a card with no float (`_json`)
 
 
 @_get(

@@ -16,13 +16,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pdpp_store._core.errors import BadRequest
 from pdpp_store._core.fields import FieldKind
 from pdpp_store._core.identity import RecordRef
 from pdpp_store._ops import reads
 from pdpp_store._sql import reads as sql
 from pdpp_store.evidence import FieldInfo, FieldPreview, RecordView
 from pdpp_store.evidence.record import built_view
+from pdpp_store.evidence.text import record_argument
 from pdpp_store.evidence.window import FieldWindow, built_window
+from pdpp_store.mcp._render import _window_record
 
 REFS = [RecordRef("c", "s", "r"), RecordRef("conn_2", "a:b", "é 名")]
 PATHS = ["body", "a", 'q"d', "é名", "\U0001f600", "x\ny", "a.b", "z"]
@@ -248,6 +251,139 @@ def test_a_window_built_through_its_slots_is_the_constructor_s(  # noqa: PLR0917
     assert window == expected
     assert repr(window) == repr(expected)
     assert window.to_dict() == expected.to_dict()
+
+
+def _window_long_way(window: FieldWindow) -> dict[str, Any]:
+    """A window card spelled out from its properties and its `Continuation`s (the card before
+    the shortcuts: each derived key a property, each continuation built from its references)."""
+    after, before = window.next, window.previous
+    return {
+        "object": "field_window",
+        "stream": window.stream,
+        "record_id": window.record_id,
+        "connection_id": window.connection_id,
+        "field": window.field.to_dict(),
+        "window": {
+            "text": window.text,
+            "total_chars": window.total_chars,
+            "start_chars": window.start_chars,
+            "end_chars": window.end_chars,
+            "limit_chars": window.limit_chars,
+            "complete": window.complete,
+            "has_more": window.has_more,
+            "match_start_chars": window.match_start_chars,
+            "match_end_chars": window.match_end_chars,
+            "next_offset_chars": window.next_offset_chars,
+            "previous_offset_chars": window.previous_offset_chars,
+            "next_cursor": window.next_cursor,
+            "previous_cursor": window.previous_cursor,
+            "next_match_cursor": window.next_match_cursor,
+        },
+        "next": None if after is None else after.to_dict(),
+        "previous": None if before is None else before.to_dict(),
+        "meta": {"warnings": [dict(warning) for warning in window.warnings]},
+    }
+
+
+CURSORS = ["n", "AbC-_09", 'q"\\\n', "é名\U0001f600"]
+"""Cursors as the store mints them (base64url), and ones the URI's JSON must escape."""
+
+
+@given(
+    st.sampled_from([*REFS, RecordRef("c", "s", "r:x"), RecordRef("c", "s:r", "x")]),
+    st.sampled_from(PATHS),
+    st.integers(min_value=0, max_value=10),  # start_chars
+    st.integers(min_value=1, max_value=12),  # limit_chars
+    st.sampled_from(CURSORS),
+    st.sampled_from(CURSORS),
+    st.booleans(),  # a match window
+)
+def test_a_window_card_is_the_json_its_continuations_spell(  # noqa: PLR0917 - draws
+    ref: RecordRef,
+    path: str,
+    start: int,
+    limit: int,
+    next_cursor: str,
+    previous_cursor: str,
+    matched: bool,
+) -> None:
+    """Every record (a stream holding ':' is named by its URI), field path and cursor, the
+    first, middle and last windows: the same keys in the same order with the same values, as
+    JSON text. The names each record field's continuations share are kept
+    (`cursor_window_names`): drawn one after another, no record's answer is another's."""
+    info = FieldInfo(path, FieldKind.TEXT, "string", 10, 10, DIGESTS[1])
+    length = min(limit, 10 - start)
+    window = FieldWindow(
+        ref.connection_id,
+        ref.stream,
+        ref.record_id,
+        info,
+        _WINDOW_TEXT[start : start + length],
+        start,
+        limit,
+        2 if matched else None,
+        4 if matched else None,
+        next_cursor if start + length < 10 else None,
+        previous_cursor if start > 0 else None,
+        ({"code": "limit_clamped", "param": "limit_chars"},) if matched else (),
+        "m" if matched else None,
+    )
+    assert json.dumps(window.to_dict()) == json.dumps(_window_long_way(window))
+
+
+def test_a_window_card_refuses_what_its_continuations_refuse() -> None:
+    """A window built by hand with a name or cursor no reference takes: its card is refused
+    with the error the continuation's reference raises, shared names kept or not."""
+    info = FieldInfo("body", FieldKind.TEXT, "string", 10, 10, DIGESTS[0])
+    for names, cursor in [(("c", "s", "a/b"), "n"), (("c", "s", "r"), ""), (("c", "..", "r"), "n")]:
+        window = FieldWindow(*names, info, "abc", 0, 3, next_cursor=cursor)
+        for _ in range(2):
+            with pytest.raises(BadRequest) as long_way:
+                _window_long_way(window)
+            with pytest.raises(BadRequest) as card:
+                window.to_dict()
+            assert card.value.to_dict() == long_way.value.to_dict()
+
+
+def test_shared_window_names_answer_only_for_their_own_record_field() -> None:
+    """`cursor_window_names` is kept per record field: two records whose names run together
+    alike, and two fields of one record, each get their own argument and handle."""
+    info = FieldInfo("body", FieldKind.TEXT, "string", 10, 10, DIGESTS[0])
+    other = FieldInfo("body2", FieldKind.TEXT, "string", 10, 10, DIGESTS[0])
+    windows = [
+        FieldWindow("c", "s", "r:x", info, "abc", 0, 3, next_cursor="n"),
+        FieldWindow("c", "s:r", "x", info, "abc", 0, 3, next_cursor="n"),
+        FieldWindow("c", "s", "r:x", other, "abc", 0, 3, next_cursor="n"),
+    ]
+    cards = [window.to_dict()["next"] for window in windows * 2]  # the second round: kept
+    assert cards == [_window_long_way(window)["next"] for window in windows * 2]
+    assert len({json.dumps(card) for card in cards}) == 3
+    assert cards[0]["arguments"]["record"] == "c/s:r:x"
+    assert cards[1]["arguments"]["record"].startswith("pdpp://record/")
+
+
+def test_kept_record_names_answer_only_for_their_own_record() -> None:
+    """A card's record argument (`evidence.text.record_argument`) and an MCP window's record
+    (`_window_record`) are kept per record: records whose names run together alike each get
+    their own, kept or not; a name no reference takes is refused every time, as `RecordRef`
+    refuses it, and a name that is not a string too (never a `TypeError` from the keeping)."""
+    records = [("c", "s", "r:x"), ("c", "s:r", "x"), ("c", "s", "r")]
+    for _ in range(2):
+        for names in records:
+            assert record_argument(*names) == RecordRef(*names).argument
+            assert _window_record(*names) == RecordRef(*names)
+    assert len({record_argument(*names) for names in records}) == 3
+    refused_names: list[tuple[Any, ...]] = [("c", "s", "a/b"), ("c", "..", "r"), (["c"], "s", "r")]
+    for bad in refused_names:
+        for _ in range(2):
+            with pytest.raises(BadRequest) as refused:
+                RecordRef(*bad)
+            with pytest.raises(BadRequest) as argument:
+                record_argument(*bad)
+            assert argument.value.to_dict() == refused.value.to_dict()
+            if all(type(name) is str for name in bad):
+                with pytest.raises(BadRequest):
+                    _window_record(*bad)
 
 
 def test_remembered_revisions_are_bounded_and_keep_only_small_records() -> None:
