@@ -259,10 +259,12 @@ class FieldWindow:
         the order `Continuation` keeps them. A test holds the two to the same JSON."""
         if cursor is None:
             return None
-        if type(cursor) is not str or not cursor:  # refused (or not) as the reference decides
+        path = self.field.path
+        record = (self.connection_id, self.stream, self.record_id, path)
+        if type(cursor) is not str or not cursor or any(type(name) is not str for name in record):
+            # refused (or not) as the references decide: only strings are kept by their names
             continuation = self._by_cursor(cursor)
             return None if continuation is None else continuation.to_dict()
-        path = self.field.path
         argument, names = cursor_window_names(self.connection_id, self.stream, self.record_id, path)
         return {
             "operation": "read_field_window",

@@ -335,8 +335,20 @@ def test_a_window_card_refuses_what_its_continuations_refuse() -> None:
     """A window built by hand with a name or cursor no reference takes: its card is refused
     with the error the continuation's reference raises, shared names kept or not."""
     info = FieldInfo("body", FieldKind.TEXT, "string", 10, 10, DIGESTS[0])
-    for names, cursor in [(("c", "s", "a/b"), "n"), (("c", "s", "r"), ""), (("c", "..", "r"), "n")]:
-        window = FieldWindow(*names, info, "abc", 0, 3, next_cursor=cursor)
+    listed = FieldInfo(["body"], FieldKind.TEXT, "string", 10, 10, DIGESTS[0])  # type: ignore[arg-type]
+    cases: list[tuple[tuple[Any, ...], str, FieldInfo]] = [
+        (("c", "s", "a/b"), "n", info),
+        (("c", "s", "r"), "", info),
+        (("c", "..", "r"), "n", info),
+        ((["c"], "s", "r"), "n", info),  # names no cache can key: refused, not a TypeError
+        (("c", {"s": 1}, "r"), "n", info),
+        (("c", "s", "r"), "n", listed),
+    ]
+    for names, cursor, field in cases:
+        connection_id, stream, record_id = names
+        window = FieldWindow(
+            connection_id, stream, record_id, field, "abc", 0, 3, next_cursor=cursor
+        )
         for _ in range(2):
             with pytest.raises(BadRequest) as long_way:
                 _window_long_way(window)
@@ -381,9 +393,9 @@ def test_kept_record_names_answer_only_for_their_own_record() -> None:
             with pytest.raises(BadRequest) as argument:
                 record_argument(*bad)
             assert argument.value.to_dict() == refused.value.to_dict()
-            if all(type(name) is str for name in bad):
-                with pytest.raises(BadRequest):
-                    _window_record(*bad)
+            with pytest.raises(BadRequest) as window_record:
+                _window_record(*bad)
+            assert window_record.value.to_dict() == refused.value.to_dict()
 
 
 def test_remembered_revisions_are_bounded_and_keep_only_small_records() -> None:
