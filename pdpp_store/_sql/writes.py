@@ -418,10 +418,18 @@ def _not_on_postgres(caps: Capabilities) -> bool:
 
 
 @cache
-def _insert_words(caps: Capabilities) -> DriverSQL | DriverCopy:
+def _copied_rows(
+    table_name: str, columns: tuple[str, ...], caps: Capabilities
+) -> DriverSQL | DriverCopy:
+    """Many positional rows into `table_name`: a copy where the database takes one
+    (`Capabilities.copies_rows`), else an executemany (`_insert_rows`)."""
     if caps.copies_rows:
-        return DriverCopy("search_words", WORD_COLUMNS)
-    return _insert_rows("search_words", WORD_COLUMNS, caps)
+        return DriverCopy(table_name, columns)
+    return _insert_rows(table_name, columns, caps)
+
+
+def _insert_words(caps: Capabilities) -> DriverSQL | DriverCopy:
+    return _copied_rows("search_words", WORD_COLUMNS, caps)
 
 
 _DOCUMENT_FIELDS = "jsonb_array_elements(CAST(:w_fields AS jsonb)) AS f"
@@ -443,11 +451,8 @@ def insert_word_lists(connection_id: str, stream: str, fields: Sequence[FieldWor
     return Execute(_insert_word_lists, rows=rows)
 
 
-@cache
 def _insert_word_lists(caps: Capabilities) -> DriverSQL | DriverCopy:
-    if caps.copies_rows:
-        return DriverCopy("search_word_lists", LIST_COLUMNS)
-    return _insert_rows("search_word_lists", LIST_COLUMNS, caps)
+    return _copied_rows("search_word_lists", LIST_COLUMNS, caps)
 
 
 def stored_word_lists(connection_id: str, stream: str, keys: Sequence[tuple[str, str]]) -> Execute:
