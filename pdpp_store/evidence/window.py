@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from pdpp_store._core.identity import (
     FieldWindowRef,
@@ -42,6 +42,27 @@ __all__ = ["FieldWindow", "deferred_cursor"]
 
 _OFFSET = {"type": "integer", "minimum": 0}
 _CURSOR = nullable({"type": "string", "minLength": 1})
+
+
+class _Extent(NamedTuple):
+    """Where a window ends and what lies beyond it (rule 2), computed in one place."""
+
+    end: int
+    complete: bool
+    has_more: bool
+    next_offset: int | None
+    previous_offset: int | None
+
+
+def _extent(total: int, start: int, limit: int, length: int) -> _Extent:
+    end = min(start + length, total)
+    return _Extent(
+        end,
+        start == 0 and end >= total,
+        end < total,
+        end if end < total else None,
+        max(0, start - limit) if start > 0 else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,27 +198,28 @@ class FieldWindow:
     def total_chars(self) -> int:
         return self.field.size_chars
 
+    def _extent(self) -> _Extent:
+        return _extent(self.field.size_chars, self.start_chars, self.limit_chars, len(self.text))
+
     @property
     def end_chars(self) -> int:
-        return min(self.start_chars + len(self.text), self.total_chars)
+        return self._extent().end
 
     @property
     def complete(self) -> bool:
-        return self.start_chars == 0 and self.end_chars >= self.total_chars
+        return self._extent().complete
 
     @property
     def has_more(self) -> bool:
-        return self.end_chars < self.total_chars
+        return self._extent().has_more
 
     @property
     def next_offset_chars(self) -> int | None:
-        return self.end_chars if self.has_more else None
+        return self._extent().next_offset
 
     @property
     def previous_offset_chars(self) -> int | None:
-        if self.start_chars > 0:
-            return max(0, self.start_chars - self.limit_chars)
-        return None
+        return self._extent().previous_offset
 
     @property
     def next(self) -> Continuation | None:
@@ -214,16 +236,10 @@ class FieldWindow:
         return Continuation.read_window(ref)
 
     def to_dict(self) -> dict[str, Any]:
-        # The derived keys spelled out once from the fields (rule 2, as `__post_init__` does: a
-        # card is rendered on every read), each cursor read (minted) once, and the continuations
-        # rendered from the names the record's field shares (rule 3, `_continuation`).
-        total, start, limit, text = (
-            self.field.size_chars,
-            self.start_chars,
-            self.limit_chars,
-            self.text,
-        )
-        end = min(start + len(text), total)
+        # The derived keys computed once (rule 2: a card is rendered on every read), each cursor
+        # read (minted) once, and the continuations rendered from the names the record's field
+        # shares (rule 3, `_continuation`).
+        extent = self._extent()
         after, before = self.next_cursor, self.previous_cursor
         return {
             "object": "field_window",
@@ -232,17 +248,17 @@ class FieldWindow:
             "connection_id": self.connection_id,
             "field": self.field.to_dict(),
             "window": {
-                "text": text,
-                "total_chars": total,
-                "start_chars": start,
-                "end_chars": end,
-                "limit_chars": limit,
-                "complete": start == 0 and end >= total,
-                "has_more": end < total,
+                "text": self.text,
+                "total_chars": self.field.size_chars,
+                "start_chars": self.start_chars,
+                "end_chars": extent.end,
+                "limit_chars": self.limit_chars,
+                "complete": extent.complete,
+                "has_more": extent.has_more,
                 "match_start_chars": self.match_start_chars,
                 "match_end_chars": self.match_end_chars,
-                "next_offset_chars": end if end < total else None,
-                "previous_offset_chars": max(0, start - limit) if start > 0 else None,
+                "next_offset_chars": extent.next_offset,
+                "previous_offset_chars": extent.previous_offset,
                 "next_cursor": after,
                 "previous_cursor": before,
                 "next_match_cursor": self.next_match_cursor,
