@@ -13,7 +13,10 @@ Rules:
 2. The `AsyncStore` is opened on the loop that serves (its connections belong to that loop) and
    closed by the application's shutdown, before uvicorn hands a captured Ctrl-C back.
 3. `run` picks uvicorn's fastest available parts (uvloop, httptools) exactly as `uvicorn.run`
-   would ("auto"); without them it serves on asyncio and h11, slower but the same.
+   would ("auto"); without them it serves on asyncio and h11, slower but the same. Its loop
+   (`pdpp_store.door.door_loop`, in every worker too) accepts new connections in batches, from
+   the listening socket `serve` binds: a burst of connections shares the loop with the requests
+   already in (awaited on another loop, `serve` accepts as that loop does).
 4. With `workers` > 1, `run` is uvicorn's supervisor over that many worker processes sharing one
    listening socket, the only way a Python server uses more than one core (a second thread in one
    process slows even the bare SQLite driver down: docs/decisions.md). The parent opens the store
@@ -73,10 +76,12 @@ from pdpp_store import AsyncStore, BadRequest, Grant, Store, Unavailable
 from pdpp_store.access_log import AccessLog
 from pdpp_store.auth import OAuth, Resolvers, TokensFile
 from pdpp_store.door import (
+    DOOR_LOOP,
     DoorMiddleware,
     DoorNames,
     Gate,
     Limits,
+    door_loop,
     door_protocol,
     host_name,
     keep_heap,
@@ -107,6 +112,7 @@ def _config(
         http=door_protocol(limits, gate),  # type: ignore[arg-type]
         ws="none",
         timeout_keep_alive=keep_alive,
+        loop=DOOR_LOOP,
         **options,
     )
 
@@ -278,7 +284,9 @@ async def serve(
     app = await _application(store, grants)
     gate = Gate(access.limits, _names(access, named, host))
     door = _Door(AccessLog(app), named, access, gate)
-    await uvicorn.Server(_config(door, host, port, log_level, gate)).serve()
+    config = _config(door, host, port, log_level, gate)
+    # Served from a socket bound here, so that the loop's server is the door's (rule 3).
+    await uvicorn.Server(config).serve(sockets=[config.bind_socket()])
 
 
 @dataclass(frozen=True)
@@ -385,7 +393,6 @@ def _run_workers(
         factory=True,
         interface="asgi3",
         lifespan="on",
-        loop="auto",
         workers=workers,
         # A worker answers the supervisor's pings once it has imported everything, which takes
         # seconds on a busy machine; uvicorn's 5 s would kill and replace it while it starts.
@@ -462,9 +469,8 @@ def run(
         )
         return
     keep_heap()  # this process serves (pdpp_store.door._heap)
-    loop_factory = uvicorn.Config("pdpp_store.rest:create_app", loop="auto").get_loop_factory()
     try:
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
+        with asyncio.Runner(loop_factory=door_loop) as runner:
             runner.run(
                 serve(
                     url,

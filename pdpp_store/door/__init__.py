@@ -18,6 +18,7 @@ One module per concern, each stating its rules, each importing only those listed
 
     _limits       `Limits`: the bounds, valid once built
     _heap         `keep_heap`: a serving process keeps freed C heap for the next body
+    _accept       `door_loop`: the serving loop, whose servers accept new connections in batches
     _refusals     every refusal's status, code and words, and how one is written (envelope,
                   request id, `Retry-After`, `Allow`, `Connection: close`)
     _gate         `Gate`, `DoorNames`, `Streams`: a head's checks (declared length; under `/mcp`
@@ -33,6 +34,7 @@ The protocol and the middleware import neither each other nor anything of the se
 
 from __future__ import annotations
 
+from pdpp_store.door._accept import ACCEPTED_AT_ONCE, DOOR_LOOP, door_loop
 from pdpp_store.door._gate import DoorNames, Gate, Streams, host_name
 from pdpp_store.door._heap import HEAP_PAD_BYTES, keep_heap
 from pdpp_store.door._limits import Limits
@@ -40,17 +42,21 @@ from pdpp_store.door._middleware import DoorMiddleware
 from pdpp_store.door._protocol import (
     LINGER_BYTES,
     LINGER_S,
-    PACED_PER_TURN,
+    PACED_REST_S,
+    PACED_SLICE_S,
     RECEIVE_BUFFER_BYTES,
     DoorProtocol,
     door_protocol,
 )
 
 __all__ = [
+    "ACCEPTED_AT_ONCE",
+    "DOOR_LOOP",
     "HEAP_PAD_BYTES",
     "LINGER_BYTES",
     "LINGER_S",
-    "PACED_PER_TURN",
+    "PACED_REST_S",
+    "PACED_SLICE_S",
     "RECEIVE_BUFFER_BYTES",
     "DoorMiddleware",
     "DoorNames",
@@ -58,6 +64,7 @@ __all__ = [
     "Gate",
     "Limits",
     "Streams",
+    "door_loop",
     "door_protocol",
     "host_name",
     "keep_heap",
