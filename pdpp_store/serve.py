@@ -285,8 +285,12 @@ async def serve(
     gate = Gate(access.limits, _names(access, named, host))
     door = _Door(AccessLog(app), named, access, gate)
     config = _config(door, host, port, log_level, gate)
-    # Served from a socket bound here, so that the loop's server is the door's (rule 3).
-    await uvicorn.Server(config).serve(sockets=[config.bind_socket()])
+    try:  # bound here, so that the loop's server is the door's (rule 3)
+        sock = config.bind_socket()
+    except SystemExit:  # uvicorn logged why; the application never started, so close its store
+        await store.close()
+        raise
+    await uvicorn.Server(config).serve(sockets=[sock])
 
 
 @dataclass(frozen=True)

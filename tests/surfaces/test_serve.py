@@ -35,9 +35,10 @@ from _served import (
     tokens_file,
 )
 from sqlalchemy.engine import make_url
+from uvicorn.config import STARTUP_FAILURE
 
 from pdpp_store import AsyncStore, Store, load_tokens
-from pdpp_store.serve import _Worker
+from pdpp_store.serve import _Worker, serve
 
 __all__ = ["server", "tokens_file"]  # fixtures of _served, used here too
 
@@ -504,3 +505,23 @@ def test_serve_refuses_an_address_it_cannot_listen_on(
             assert "Started" not in log
             assert (error["code"], error["param"]) == ("invalid_request", param), error
             assert f"cannot listen on {host}:{port}" in error["message"]
+
+
+def test_serve_awaited_on_a_port_in_use_exits_as_uvicorn_does_and_closes_its_store(
+    db_url: str, tokens_file: Path
+) -> None:
+    """`serve` binds its socket itself (so that the loop serves it in batches): a port it cannot
+    bind is uvicorn's exit (status 3, its log line), and the store it opened is closed first."""
+    seed_served(db_url)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy_port = holder.getsockname()[1]
+
+        async def scenario() -> None:
+            await serve(db_url, tokens_file, port=busy_port, log_level="critical")
+
+        with pytest.raises(SystemExit) as exited:
+            asyncio.run(scenario())
+    assert exited.value.code == STARTUP_FAILURE
+    assert _connections_held(db_url) == 0
