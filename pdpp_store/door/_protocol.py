@@ -161,17 +161,18 @@ class _Pacer:
                 self.loop.call_soon(self._slice)
 
     def _slice(self) -> None:
-        began = time.perf_counter()
-        ends = began + PACED_SLICE_S
-        while self.waiting:
-            self.waiting.popleft()()
-            if time.perf_counter() >= ends:
-                break
-        self._rested = time.perf_counter() + PACED_REST_S
-        if self.waiting:
-            self.loop.call_later(PACED_REST_S, self._slice)
-        else:
-            self._pending = False
+        ends = time.perf_counter() + PACED_SLICE_S
+        try:
+            while self.waiting:
+                self.waiting.popleft()()
+                if time.perf_counter() >= ends:
+                    break
+        finally:  # a deadline that raised (the loop logs it) does not stop those after it
+            self._rested = time.perf_counter() + PACED_REST_S
+            if self.waiting:
+                self.loop.call_later(PACED_REST_S, self._slice)
+            else:
+                self._pending = False
 
 
 _PACERS: weakref.WeakKeyDictionary[ServerState, _Pacer] = weakref.WeakKeyDictionary()

@@ -110,3 +110,35 @@ def test_a_lone_deadline_is_met_in_the_next_turn(base: type[asyncio.AbstractEven
 
     with asyncio.Runner(loop_factory=base) as runner:
         assert runner.run(main()) == 1
+
+
+@pytest.mark.parametrize("base", BASES.values(), ids=BASES.keys())
+def test_a_deadline_that_raises_does_not_stop_the_others(
+    base: type[asyncio.AbstractEventLoop],
+) -> None:
+    ran: list[int] = []
+
+    def failing() -> None:
+        raise RuntimeError("a deadline failed")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        failed: list[BaseException] = []
+        loop.set_exception_handler(lambda _loop, context: failed.append(context["exception"]))
+        pacer = _Pacer(loop)
+        pacer.add(failing)
+        pacer.add(lambda: ran.append(1))
+        for _ in range(100):
+            await asyncio.sleep(PACED_REST_S)
+            if ran:
+                break
+        pacer.add(lambda: ran.append(2))
+        for _ in range(100):
+            await asyncio.sleep(PACED_REST_S)
+            if len(ran) == 2:
+                break
+        assert [str(error) for error in failed] == ["a deadline failed"]
+
+    with asyncio.Runner(loop_factory=base) as runner:
+        runner.run(main())
+    assert ran == [1, 2]
