@@ -285,12 +285,14 @@ async def serve(
     gate = Gate(access.limits, _names(access, named, host))
     door = _Door(AccessLog(app), named, access, gate)
     config = _config(door, host, port, log_level, gate)
-    try:  # bound here, so that the loop's server is the door's (rule 3)
-        sock = config.bind_socket()
-    except SystemExit:  # uvicorn logged why; the application never started, so close its store
-        await store.close()
+    # Served from a socket bound here, so that the loop's server is the door's (rule 3).
+    try:
+        listening = config.bind_socket()  # logs and exits (status 3) when it cannot bind
+    except BaseException:
+        await store.close()  # no lifespan will run to close it (rule 2)
         raise
-    await uvicorn.Server(config).serve(sockets=[sock])
+    with listening:  # closed too when startup fails (uvicorn closes it only at shutdown)
+        await uvicorn.Server(config).serve(sockets=[listening])
 
 
 @dataclass(frozen=True)
