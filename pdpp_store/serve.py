@@ -12,11 +12,12 @@ Rules:
    `invalid_tokens` error and nothing is started.
 2. The `AsyncStore` is opened on the loop that serves (its connections belong to that loop) and
    closed by the application's shutdown, before uvicorn hands a captured Ctrl-C back.
-3. `run` picks uvicorn's fastest available parts (uvloop, httptools) exactly as `uvicorn.run`
-   would ("auto"); without them it serves on asyncio and h11, slower but the same. Its loop
-   (`pdpp_store.door.door_loop`, in every worker too) accepts new connections in batches, from
-   the listening socket `serve` binds: a burst of connections shares the loop with the requests
-   already in (awaited on another loop, `serve` accepts as that loop does).
+3. `run` serves on uvicorn's fastest available parts (uvloop, httptools), as `uvicorn.run`
+   would choose them ("auto"); without them it serves on asyncio and h11, slower but the same.
+   Its loop (`pdpp_store.door.door_loop`, in every worker too) accepts new connections in
+   batches, from the listening socket `serve` binds (one address: the host given, a name
+   resolved to its IPv4 address, as with workers): a burst of connections shares the loop
+   with the requests already in. Awaited on another loop, `serve` accepts as that loop does.
 4. With `workers` > 1, `run` is uvicorn's supervisor over that many worker processes sharing one
    listening socket, the only way a Python server uses more than one core (a second thread in one
    process slows even the bare SQLite driver down: docs/decisions.md). The parent opens the store

@@ -17,9 +17,10 @@ Rules:
 2. Out of file descriptors (or kernel memory), accepting pauses for `ACCEPT_RETRY_S` and one
    line is logged; the connections wait in the backlog meanwhile. Any other failure to accept
    one connection is that connection's alone: the next is accepted.
-3. A connection is made into a transport and its protocol by the loop's
-   `connect_accepted_socket`, exactly as the loop's own servers make theirs (uvloop's
-   transports and flow control).
+3. An accepted connection's protocol is made here, and a factory that fails closes the socket
+   at once (not when the garbage collector finds it); its transport is made by the loop's
+   `connect_accepted_socket`, as the loop's own servers make theirs (uvloop's transports,
+   flow control and socket options).
 4. Anything else (a host and port, TLS, or options this server does not know) is the loop's
    own `create_server`: nothing here changes what it does.
 """
@@ -71,8 +72,10 @@ class BatchServer(asyncio.AbstractServer):
         self._sock = sock
         self._factory = protocol_factory
         self._backlog = backlog
-        self._reading = False
+        self._reading = False  # a reader is on the socket (not during a rest)
+        self._serving = False
         self._closed = False
+        self._ended: asyncio.Future[None] = loop.create_future()  # resolved by `close`
         self._admitting: set[asyncio.Task[Any]] = set()
         self._resume: asyncio.TimerHandle | None = None
         sock.setblocking(False)
@@ -83,22 +86,24 @@ class BatchServer(asyncio.AbstractServer):
         return self._loop
 
     def is_serving(self) -> bool:
-        return self._reading
+        """Whether it accepts connections (resting between batches, or paused, included)."""
+        return self._serving and not self._closed
 
     @property
     def sockets(self) -> tuple[socket.socket, ...]:
         return () if self._closed else (self._sock,)
 
     async def start_serving(self) -> None:
-        if self._closed or self._reading:
+        if self._closed or self._serving:
             return
+        self._serving = True
         self._sock.listen(self._backlog)
         self._read()
 
     async def serve_forever(self) -> None:
+        """Serve until closed."""
         await self.start_serving()
-        while not self._closed:
-            await asyncio.sleep(3600)
+        await asyncio.shield(self._ended)
 
     def close(self) -> None:
         """Stop accepting and close the listening socket; connections made are left to their
@@ -106,6 +111,7 @@ class BatchServer(asyncio.AbstractServer):
         if self._closed:
             return
         self._closed = True
+        self._ended.set_result(None)
         self._unread()
         if self._resume is not None:
             self._resume.cancel()
@@ -144,12 +150,18 @@ class BatchServer(asyncio.AbstractServer):
                 self._rest(ACCEPT_RETRY_S)
                 return
             conn.setblocking(False)
-            admitting = self._loop.create_task(
-                self._loop.connect_accepted_socket(self._factory, conn)
-            )
+            admitting = self._loop.create_task(self._admit(conn))
             self._admitting.add(admitting)
             admitting.add_done_callback(self._admitted)
         self._rest(ACCEPT_REST_S)  # a full batch: more may wait
+
+    async def _admit(self, conn: socket.socket) -> None:
+        try:
+            protocol = self._factory()
+        except BaseException:
+            conn.close()  # no transport owns it yet: closed now, not by the garbage collector
+            raise
+        await self._loop.connect_accepted_socket(lambda: protocol, conn)
 
     def _admitted(self, admitting: asyncio.Task[Any]) -> None:
         self._admitting.discard(admitting)
