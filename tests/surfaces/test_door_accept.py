@@ -161,6 +161,7 @@ def test_closing_stops_accepting(base: type[asyncio.AbstractEventLoop]) -> None:
     _run(accepting_in_batches(base), main)
 
 
+@pytest.mark.serial  # the process's descriptor limit, lowered: no other test's thread may open one
 @pytest.mark.parametrize("base", BASES.values(), ids=BASES.keys())
 def test_out_of_descriptors_accepting_pauses_and_resumes(
     base: type[asyncio.AbstractEventLoop], caplog: pytest.LogCaptureFixture
