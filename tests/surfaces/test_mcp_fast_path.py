@@ -23,6 +23,11 @@ import pytest
 from _data import MAILBOX, attachment, body, manifest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+)
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.types import Message
@@ -319,6 +324,16 @@ async def test_headers_answer_alike(db_url: str) -> None:
         ):
             fast, _ = await ask(message, version=version)
             assert fast.fast == (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS)
+        for version in sorted(MODERN_PROTOCOL_VERSIONS):  # the modern entry, enveloped
+            enveloped = call("read_record_field", {"id": SMALL, "field_path": "body_text"})
+            enveloped["params"]["_meta"] = {
+                PROTOCOL_VERSION_META_KEY: version,
+                CLIENT_INFO_META_KEY: {"name": "t", "version": "1"},
+                CLIENT_CAPABILITIES_META_KEY: {},
+            }
+            fast, _ = await ask(enveloped, version=version)
+            assert not fast.fast
+            await ask(enveloped)  # the envelope under no header: the legacy path, as the SDK routes
         for accept in (
             "application/json",
             "*/*",
