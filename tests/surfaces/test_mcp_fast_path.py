@@ -9,6 +9,8 @@ absent), a wrong `jsonrpc`, extra members, `_meta` and progress tokens, other me
 notifications, `Content-Type`, `Accept` and `MCP-Protocol-Version` variants, two grants, and
 argument objects drawn by hypothesis. Each also records whether the fast path answered, so a fast
 path that quietly hands everything to the SDK fails (`test_the_fast_path_answers_plain_calls`).
+Calls under two tokens in flight together must each get their own token's answer, and one call
+answered by each path must leave the same read audit.
 """
 
 from __future__ import annotations
@@ -81,10 +83,11 @@ class Answer:
 
 
 Ask = Callable[..., Awaitable[tuple[Answer, Answer]]]
+Post = Callable[[Any, str], Awaitable[bytes]]
 
 
 @asynccontextmanager
-async def _served(url: str) -> AsyncIterator[tuple[Ask, str, AsyncStore]]:
+async def _served(url: str) -> AsyncIterator[tuple[Ask, str, Post]]:
     blob_id = _load(url)
     store = await AsyncStore.open(url)
     app: Starlette = http_app(store, _tokens())
@@ -97,6 +100,17 @@ async def _served(url: str) -> AsyncIterator[tuple[Ask, str, AsyncStore]]:
         return done
 
     async def once(raw: bytes, headers: list[tuple[bytes, bytes]], fast: bool) -> Answer:
+        if fast:  # the concurrent test's own requests, never the switch
+            taken.clear()
+            return await _through(raw, headers)
+        taken.clear()
+        mcp_http.FAST_TOOL_CALLS = False
+        try:
+            return await _through(raw, headers)
+        finally:
+            mcp_http.FAST_TOOL_CALLS = True
+
+    async def _through(raw: bytes, headers: list[tuple[bytes, bytes]]) -> Answer:
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
@@ -126,12 +140,7 @@ async def _served(url: str) -> AsyncIterator[tuple[Ask, str, AsyncStore]]:
         async def send(message: Message) -> None:
             sent.append(message)
 
-        taken.clear()
-        mcp_http.FAST_TOOL_CALLS = fast
-        try:
-            await app(scope, receive, send)
-        finally:
-            mcp_http.FAST_TOOL_CALLS = True
+        await app(scope, receive, send)
         start = sent[0]
         assert start["type"] == "http.response.start"
         return Answer(
@@ -140,6 +149,21 @@ async def _served(url: str) -> AsyncIterator[tuple[Ask, str, AsyncStore]]:
             body=b"".join(m.get("body", b"") for m in sent[1:]),
             fast=any(taken),
         )
+
+    def _headers(
+        data: bytes, token: str, content_type: str, accept: str
+    ) -> list[tuple[bytes, bytes]]:
+        return [
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"content-type", content_type.encode()),
+            (b"accept", accept.encode()),
+            (b"content-length", str(len(data)).encode()),
+        ]
+
+    async def post(message: Any, token: str) -> bytes:
+        """One request on the fast path, with no bookkeeping: safe to run concurrently."""
+        data = json.dumps(message).encode()
+        return (await _through(data, _headers(data, token, "application/json", JSON_ACCEPT))).body
 
     async def ask(
         message: Any,
@@ -151,12 +175,7 @@ async def _served(url: str) -> AsyncIterator[tuple[Ask, str, AsyncStore]]:
         raw: bytes | None = None,
     ) -> tuple[Answer, Answer]:
         data = raw if raw is not None else json.dumps(message).encode()
-        headers = [
-            (b"authorization", f"Bearer {token}".encode()),
-            (b"content-type", content_type.encode()),
-            (b"accept", accept.encode()),
-            (b"content-length", str(len(data)).encode()),
-        ]
+        headers = _headers(data, token, content_type, accept)
         if version is not None:
             headers.append((b"mcp-protocol-version", version.encode()))
         fast = await once(data, headers, fast=True)
@@ -174,7 +193,7 @@ async def _served(url: str) -> AsyncIterator[tuple[Ask, str, AsyncStore]]:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(mcp_http, "answer_tool_call", recorded)
             async with app.router.lifespan_context(app):
-                yield ask, blob_id, store
+                yield ask, blob_id, post
     finally:
         await store.close()
 
@@ -416,3 +435,30 @@ async def test_the_read_audit_is_the_same_on_both_paths(db_url: str) -> None:
     assert entries[0] == entries[1]
     assert entries[2] == entries[3]
     assert (entries[0]["surface"], entries[0]["request_id"]) == ("mcp", "req_fixed")
+
+
+async def test_concurrent_calls_keep_their_own_grants(db_url: str) -> None:
+    """Calls under two tokens in flight together on the fast path: each answer is its own
+    token's (no grant, runner or context shared between requests)."""
+    import asyncio
+
+    messages = [
+        call("read_record_field", {"id": SMALL, "field_path": "charset"}),
+        call("fetch", {"id": SMALL}),
+        call("schema"),
+    ]
+    async with _served(db_url) as (ask, _, post):
+        expected = {}
+        for n, message in enumerate(messages):
+            for token in (OWNER, NARROW):
+                fast, _ = await ask(message, token=token)
+                expected[n, token] = fast.body
+        assert [expected[n, OWNER] != expected[n, NARROW] for n in range(len(messages))] == [
+            True
+        ] * len(messages)
+        asked = [
+            (n, token) for _ in range(6) for n in range(len(messages)) for token in (OWNER, NARROW)
+        ]
+        answers = await asyncio.gather(*(post(messages[n], token) for n, token in asked))
+        for (n, token), answer in zip(asked, answers, strict=True):
+            assert answer == expected[n, token], (messages[n], token)
