@@ -122,8 +122,17 @@ def _protocol_version(scope: Scope) -> str | None:
     return None
 
 
-def _sure_of_headers(request: Request) -> bool:
-    """The `Content-Type` and `Accept` the SDK's transport takes without a word (rule 1)."""
+def _sure_of_headers(request: Request, limit: int) -> bool:
+    """The `Content-Length`, `Content-Type` and `Accept` the SDK's transport takes without a word
+    (rule 1): a declared length it reads as over its `limit` (`+5000000`, say, which the app's
+    own check does not read as a length) is its to refuse."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                return False
+        except ValueError:
+            pass
     content_type = request.headers.get("content-type")
     if content_type is None or not content_type.lower().startswith(_JSON):
         return False
@@ -147,7 +156,7 @@ async def answer_tool_call(
     version = _protocol_version(scope)
     if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return False
-    if not _sure_of_headers(request):
+    if not _sure_of_headers(request, manager.max_request_body_size):
         return False
     try:
         message = jsonrpc_message_adapter.validate_python(

@@ -173,9 +173,12 @@ async def _served(url: str) -> AsyncIterator[tuple[Ask, str, Post]]:
         accept: str = JSON_ACCEPT,
         version: str | None = None,
         raw: bytes | None = None,
+        length: str | None = None,
     ) -> tuple[Answer, Answer]:
         data = raw if raw is not None else json.dumps(message).encode()
         headers = _headers(data, token, content_type, accept)
+        if length is not None:
+            headers = [(n, length.encode() if n == b"content-length" else v) for n, v in headers]
         if version is not None:
             headers.append((b"mcp-protocol-version", version.encode()))
         fast = await once(data, headers, fast=True)
@@ -363,6 +366,14 @@ async def test_headers_answer_alike(db_url: str) -> None:
             "",
         ):
             await ask(message, accept=accept)
+        for length in (
+            "+5000000",
+            "4194305 ",
+            "0x10",
+            "-1",
+            "99",
+        ):  # what each side reads as a length
+            await ask(message, length=length)
         for content_type in (
             "application/json; charset=utf-8",
             "Application/JSON",
