@@ -31,6 +31,9 @@ Rules:
 6. The app is path-agnostic (mount it at `/mcp`, or serve it alone) and owns a lifespan that runs
    the SDK's session manager; a parent app must run `app.router.lifespan_context(app)` inside
    its own lifespan.
+7. A POST that is one plain JSON-RPC `tools/call` is answered by `_fast` without the SDK's
+   per-request transport, through the same SDK runner and server, to the same bytes; whatever
+   `_fast` is not sure of goes to the SDK as before.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ from pdpp_store.http import (
     unauthenticated_response,
 )
 
+from ._fast import answer_tool_call
 from ._server import create_server
 
 __all__ = [
@@ -79,6 +83,9 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest JSON-RPC message a POST may carry (rule 4): the SDK's own limit."""
 PROTOCOL_VERSIONS = frozenset((*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS))
 """The `MCP-Protocol-Version` values the SDK speaks (rule 5)."""
+FAST_TOOL_CALLS = True
+"""Whether a plain `tools/call` is answered without the SDK's transport (rule 7); the tests
+turn it off to compare both paths."""
 _CODES = {
     400: ("invalid_request", "invalid_request_error"),
     403: ("origin_not_allowed", "permission_error"),
@@ -276,8 +283,9 @@ def http_app(
     by a map of tokens or a `pdpp_store.http.Resolver`. `resource_path` is where it is served,
     whose RFC 9728 metadata a 401 names."""
     known = resolver(tokens)
+    server = create_server(store, _request_grant, public_url=_request_public_url)
     manager = StreamableHTTPSessionManager(
-        app=create_server(store, _request_grant, public_url=_request_public_url),
+        app=server,
         stateless=True,
         json_response=True,
     )
@@ -322,10 +330,13 @@ def http_app(
             headers = {"Allow": "POST"} if error.http_status == 405 else None
             await error_response(request, error, headers)(scope, receive, send)
             return
+        granted = {**scope, GRANT_SCOPE_KEY: grant}
         replayed = _replaying(body, receive)
-        await manager.handle_request(
-            {**scope, GRANT_SCOPE_KEY: grant}, replayed, _enveloping(scope, send)
-        )
+        if FAST_TOOL_CALLS and await answer_tool_call(
+            server, manager, Request(granted, replayed), send, body
+        ):
+            return
+        await manager.handle_request(granted, replayed, _enveloping(scope, send))
 
     async def metadata(request: Request) -> JSONResponse:
         return JSONResponse(
