@@ -20,10 +20,13 @@ Rules:
    versions (any other goes to the SDK's modern entry), and a body that parses and validates as
    one `JSONRPCRequest` with method `tools/call`. Anything else returns `False` before any work:
    the caller hands the request to the SDK unchanged.
-2. A failure before the tool runs (params that do not validate, an unknown method) is handed to
-   the SDK too, which answers it itself; the tool has not run, so nothing happens twice. A failure
-   after (the SDK's own serialization refusing a result) is answered as the SDK's dispatcher
-   answers it. The tool handlers catch their own failures (`_server` rule 3).
+2. Before the runner is called, the params are checked here by the same two SDK checks the
+   runner makes before its handler (`validate_client_request` for the version's surface, then the
+   handler's `params_type`); a request that fails either is handed to the SDK, which answers it
+   itself, and nothing has run. Once the runner is called the request is never handed back,
+   whatever it raises (a middleware's or a handler's error, the SDK's serialization refusing a
+   result): it is answered here as the SDK's dispatcher answers it, so a tool never runs twice.
+   The tool handlers catch their own failures (`_server` rule 3).
 3. The grant rides the request's own scope (`GRANT_SCOPE_KEY`), read by the same grant source as
    on the SDK path; the runner, connection and context are made per request, never shared.
 4. In JSON-response mode a handler's notifications (progress, logs) have no wire: the SDK's
@@ -41,18 +44,16 @@ import anyio
 import pydantic_core
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
-from mcp.server.runner import ServerRunner
+from mcp.server.runner import ServerRunner, aclose_shielded
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.dispatcher import CallOptions
-from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
-    INVALID_PARAMS,
-    METHOD_NOT_FOUND,
     ErrorData,
     JSONRPCError,
     JSONRPCRequest,
@@ -60,6 +61,7 @@ from mcp_types import (
     RequestId,
     jsonrpc_message_adapter,
 )
+from mcp_types.methods import validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -73,8 +75,6 @@ log = logging.getLogger("pdpp_store.mcp")
 _VERSION_HEADER = b"mcp-protocol-version"
 _JSON = "application/json"
 _TRANSPORT = TransportContext(kind="streamable-http", can_send_request=False)
-_BEFORE_THE_TOOL = frozenset({INVALID_PARAMS, METHOD_NOT_FOUND})
-"""The JSON-RPC codes the runner raises before a handler runs (rule 2)."""
 
 
 class _Context:
@@ -166,29 +166,33 @@ async def answer_tool_call(
         return False
     if not isinstance(message, JSONRPCRequest) or message.method != "tools/call":
         return False
+    protocol = version or DEFAULT_NEGOTIATED_VERSION
+    entry = server.get_request_handler(message.method)
+    if entry is None:
+        return False
+    try:  # rule 2: what the runner would refuse before its handler is the SDK's to answer
+        validate_client_request(message.method, protocol, message.params)
+        entry.params_type.model_validate(
+            {} if message.params is None else message.params, by_name=False
+        )
+    except (ValueError, KeyError):  # ValidationError is a ValueError
+        return False
     metadata = ServerMessageMetadata(request_context=request, can_send_request=False)
     context = _Context(message.id, metadata)
-    runner = ServerRunner(
-        server,
-        Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None),
-        getattr(manager, "_lifespan_state", None),
-    )
+    connection = Connection.from_envelope(protocol, None, None)
+    runner = ServerRunner(server, connection, getattr(manager, "_lifespan_state", None))
     answer: JSONRPCResponse | JSONRPCError
     try:
         result = await runner.on_request(context, message.method, message.params)
         answer = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
-    except ValidationError:
-        return False
-    except MCPError as error:
-        if error.error.code in _BEFORE_THE_TOOL:
-            return False
-        answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=error.error)
-    except Exception as error:
+    except Exception as error:  # never handed back from here: the tool may have run (rule 2)
         mapped = handler_exception_to_error_data(error)
         if mapped is None:
-            log.exception("handler for %r raised", message.method)
+            log.error("handler for %r raised %s", message.method, type(error).__name__)
             mapped = ErrorData(code=0, message=str(error))
         answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=mapped)
+    finally:
+        await aclose_shielded(connection)
     response = Response(
         answer.model_dump_json(by_alias=True, exclude_unset=True),
         status_code=200,

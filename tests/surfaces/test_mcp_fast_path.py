@@ -25,16 +25,24 @@ import pytest
 from _data import MAILBOX, attachment, body, manifest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from mcp.server import Server
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
     PROTOCOL_VERSION_META_KEY,
+    CallToolRequestParams,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.types import Message
 
 import pdpp_store.mcp._http as mcp_http
+import pdpp_store.mcp._server as mcp_server
 from pdpp_store import AsyncStore, Grant, Store
 from pdpp_store.mcp import http_app
 from pdpp_store.mcp._inputs import TOOL_INPUTS
@@ -473,3 +481,61 @@ async def test_concurrent_calls_keep_their_own_grants(db_url: str) -> None:
         answers = await asyncio.gather(*(post(messages[n], token) for n, token in asked))
         for (n, token), answer in zip(asked, answers, strict=True):
             assert answer == expected[n, token], (messages[n], token)
+
+
+class _FailingAfter:
+    """A server middleware that lets the handler run, then raises `error` (what a middleware or
+    the SDK's serialization may do once the tool has run)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        await call_next(ctx)
+        raise self.error
+
+
+@pytest.mark.parametrize("code", [INVALID_PARAMS, METHOD_NOT_FOUND, INTERNAL_ERROR, "validation"])
+async def test_a_failure_after_the_tool_is_answered_without_running_it_again(
+    db_url: str, code: int | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the runner is called the fast path answers whatever it raises, as the dispatcher
+    would: it never hands the request back to the SDK, which would run the tool a second time
+    (two read-audit entries for one call on the fast path)."""
+    if code == "validation":
+        try:
+            CallToolRequestParams.model_validate({})
+        except ValidationError as invalid:
+            error: Exception = invalid
+    else:
+        error = MCPError(code=int(code), message="refused after the tool")
+    made = Server  # what `create_server` builds its server with
+
+    def with_middleware(*args: Any, **kwargs: Any) -> Any:
+        server = made(*args, **kwargs)
+        server.middleware.append(_FailingAfter(error))
+        return server
+
+    monkeypatch.setattr(mcp_server, "Server", with_middleware)
+    async with _served(db_url) as (ask, _, _):
+        fast, _ = await ask(call("fetch", {"id": SMALL}))
+        assert fast.fast
+        assert json.loads(fast.body)["error"]["code"] == (
+            INVALID_PARAMS if code == "validation" else code
+        )
+    with Store.open(db_url) as opened:
+        assert len(opened.list_audit()) == 2  # one call on each path
+
+
+async def test_params_the_runner_refuses_go_to_the_sdk_untouched(sqlite_db_url: str) -> None:
+    """Params that fail the runner's own checks are handed to the SDK before the runner is
+    called (one attempt, one span), and answered alike."""
+    async with _served(sqlite_db_url) as (ask, _, _):
+        for message in (
+            call("schema", "text"),
+            call(7, {}),
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call"},
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {}}},
+        ):
+            fast, _ = await ask(message)
+            assert not fast.fast, message
