@@ -539,3 +539,73 @@ async def test_params_the_runner_refuses_go_to_the_sdk_untouched(sqlite_db_url: 
         ):
             fast, _ = await ask(message)
             assert not fast.fast, message
+
+
+async def test_concurrent_calls_keep_their_own_audit_context(db_url: str) -> None:
+    """Forty calls in flight together on the fast path, each with its own request id and one of
+    two tokens: every call is answered by the fast path under its own JSON-RPC id, and every
+    read-audit entry names its own request's id with its own token's grant."""
+    import asyncio
+
+    _load(db_url)
+    store = await AsyncStore.open(db_url)
+    app: Starlette = http_app(store, _tokens())
+    taken: list[bool] = []
+    real: Callable[..., Awaitable[bool]] = getattr(mcp_http, "answer_tool_call")  # noqa: B009
+
+    async def recorded(*args: Any) -> bool:
+        done = await real(*args)
+        taken.append(done)
+        return done
+
+    async def one(n: int) -> Any:
+        token = OWNER if n % 2 else NARROW
+        raw = json.dumps(call("fetch", {"id": SMALL}, request_id=n)).encode()
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/mcp",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [
+                (b"host", b"127.0.0.1"),
+                (b"authorization", f"Bearer {token}".encode()),
+                (b"content-type", b"application/json"),
+                (b"accept", b"application/json"),
+            ],
+            "state": {"request_id": f"req_{n}"},
+        }
+        given = False
+
+        async def receive() -> Message:
+            nonlocal given
+            if not given:
+                given = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            await asyncio.sleep(60)  # no disconnect while the answer is made
+            return {"type": "http.disconnect"}
+
+        sent: list[Message] = []
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        await app(scope, receive, send)
+        return json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mcp_http, "answer_tool_call", recorded)
+            async with app.router.lifespan_context(app):
+                answers = await asyncio.gather(*(one(n) for n in range(40)))
+    finally:
+        await store.close()
+    assert taken == [True] * 40
+    assert [answer["id"] for answer in answers] == list(range(40))
+    grants = {True: _tokens()[OWNER].grant_id, False: _tokens()[NARROW].grant_id}
+    with Store.open(db_url) as opened:
+        entries = opened.list_audit()
+    assert sorted(e.request_id or "" for e in entries) == sorted(f"req_{n}" for n in range(40))
+    for entry in entries:
+        n = int((entry.request_id or "").removeprefix("req_"))
+        assert entry.grant_id == grants[n % 2 == 1], entry
