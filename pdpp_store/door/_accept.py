@@ -74,13 +74,16 @@ class BatchServer(asyncio.AbstractServer):
         self._backlog = backlog
         self._reading = False  # a reader is on the socket (not during a rest)
         self._serving = False
-        self._closed = False
         self._ended: asyncio.Future[None] = loop.create_future()  # resolved by `close`
         self._admitting: set[asyncio.Task[Any]] = set()
         self._resume: asyncio.TimerHandle | None = None
         sock.setblocking(False)
 
     # -- asyncio's Server
+
+    @property
+    def _closed(self) -> bool:
+        return self._ended.done()
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
@@ -110,7 +113,6 @@ class BatchServer(asyncio.AbstractServer):
         server (uvicorn ends them)."""
         if self._closed:
             return
-        self._closed = True
         self._ended.set_result(None)
         self._unread()
         if self._resume is not None:
