@@ -15,6 +15,7 @@ answered by each path must leave the same read audit.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -90,6 +91,63 @@ class Answer:
     """Whether the fast path answered it (never part of the comparison)."""
 
 
+def _recording(taken: list[bool]) -> Callable[..., Awaitable[bool]]:
+    """`answer_tool_call`, noting in `taken` whether it answered each request it was given."""
+    real: Callable[..., Awaitable[bool]] = getattr(mcp_http, "answer_tool_call")  # noqa: B009
+
+    async def recorded(*args: Any) -> bool:
+        done = await real(*args)
+        taken.append(done)
+        return done
+
+    return recorded
+
+
+async def _exchange(
+    app: Starlette,
+    raw: bytes,
+    headers: list[tuple[bytes, bytes]],
+    *,
+    request_id: str = "req_fixed",
+    waiting: bool = False,
+) -> list[Message]:
+    """One POST of `raw` to `app` straight through ASGI: the messages it sent. The client
+    disconnects once the body is read, or, `waiting`, not while the answer is made."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1"), *headers],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "state": {"request_id": request_id},
+    }
+    given = False
+
+    async def receive() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        if waiting:
+            await asyncio.sleep(60)
+        return {"type": "http.disconnect"}
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
 Ask = Callable[..., Awaitable[tuple[Answer, Answer]]]
 Post = Callable[[Any, str], Awaitable[bytes]]
 
@@ -100,18 +158,11 @@ async def _served(url: str) -> AsyncIterator[tuple[Ask, str, Post]]:
     store = await AsyncStore.open(url)
     app: Starlette = http_app(store, _tokens())
     taken: list[bool] = []
-    real: Callable[..., Awaitable[bool]] = getattr(mcp_http, "answer_tool_call")  # noqa: B009
-
-    async def recorded(*args: Any) -> bool:
-        done = await real(*args)
-        taken.append(done)
-        return done
 
     async def once(raw: bytes, headers: list[tuple[bytes, bytes]], fast: bool) -> Answer:
-        if fast:  # the concurrent test's own requests, never the switch
-            taken.clear()
-            return await _through(raw, headers)
         taken.clear()
+        if fast:
+            return await _through(raw, headers)
         mcp_http.FAST_TOOL_CALLS = False
         try:
             return await _through(raw, headers)
@@ -119,36 +170,7 @@ async def _served(url: str) -> AsyncIterator[tuple[Ask, str, Post]]:
             mcp_http.FAST_TOOL_CALLS = True
 
     async def _through(raw: bytes, headers: list[tuple[bytes, bytes]]) -> Answer:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/mcp",
-            "raw_path": b"/mcp",
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(b"host", b"127.0.0.1"), *headers],
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 80),
-            "state": {"request_id": "req_fixed"},
-        }
-        given = False
-
-        async def receive() -> Message:
-            nonlocal given
-            if not given:
-                given = True
-                return {"type": "http.request", "body": raw, "more_body": False}
-            return {"type": "http.disconnect"}
-
-        sent: list[Message] = []
-
-        async def send(message: Message) -> None:
-            sent.append(message)
-
-        await app(scope, receive, send)
+        sent = await _exchange(app, raw, headers)
         start = sent[0]
         assert start["type"] == "http.response.start"
         return Answer(
@@ -202,7 +224,7 @@ async def _served(url: str) -> AsyncIterator[tuple[Ask, str, Post]]:
 
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(mcp_http, "answer_tool_call", recorded)
+            patch.setattr(mcp_http, "answer_tool_call", _recording(taken))
             async with app.router.lifespan_context(app):
                 yield ask, blob_id, post
     finally:
@@ -459,8 +481,6 @@ async def test_the_read_audit_is_the_same_on_both_paths(db_url: str) -> None:
 async def test_concurrent_calls_keep_their_own_grants(db_url: str) -> None:
     """Calls under two tokens in flight together on the fast path: each answer is its own
     token's (no grant, runner or context shared between requests)."""
-    import asyncio
-
     messages = [
         call("read_record_field", {"id": SMALL, "field_path": "charset"}),
         call("fetch", {"id": SMALL}),
@@ -545,57 +565,25 @@ async def test_concurrent_calls_keep_their_own_audit_context(db_url: str) -> Non
     """Forty calls in flight together on the fast path, each with its own request id and one of
     two tokens: every call is answered by the fast path under its own JSON-RPC id, and every
     read-audit entry names its own request's id with its own token's grant."""
-    import asyncio
-
     _load(db_url)
     store = await AsyncStore.open(db_url)
     app: Starlette = http_app(store, _tokens())
     taken: list[bool] = []
-    real: Callable[..., Awaitable[bool]] = getattr(mcp_http, "answer_tool_call")  # noqa: B009
-
-    async def recorded(*args: Any) -> bool:
-        done = await real(*args)
-        taken.append(done)
-        return done
 
     async def one(n: int) -> Any:
         token = OWNER if n % 2 else NARROW
         raw = json.dumps(call("fetch", {"id": SMALL}, request_id=n)).encode()
-        scope = {
-            "type": "http",
-            "method": "POST",
-            "path": "/mcp",
-            "root_path": "",
-            "query_string": b"",
-            "headers": [
-                (b"host", b"127.0.0.1"),
-                (b"authorization", f"Bearer {token}".encode()),
-                (b"content-type", b"application/json"),
-                (b"accept", b"application/json"),
-            ],
-            "state": {"request_id": f"req_{n}"},
-        }
-        given = False
-
-        async def receive() -> Message:
-            nonlocal given
-            if not given:
-                given = True
-                return {"type": "http.request", "body": raw, "more_body": False}
-            await asyncio.sleep(60)  # no disconnect while the answer is made
-            return {"type": "http.disconnect"}
-
-        sent: list[Message] = []
-
-        async def send(message: Message) -> None:
-            sent.append(message)
-
-        await app(scope, receive, send)
+        headers = [
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json"),
+        ]
+        sent = await _exchange(app, raw, headers, request_id=f"req_{n}", waiting=True)
         return json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
 
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(mcp_http, "answer_tool_call", recorded)
+            patch.setattr(mcp_http, "answer_tool_call", _recording(taken))
             async with app.router.lifespan_context(app):
                 answers = await asyncio.gather(*(one(n) for n in range(40)))
     finally:
