@@ -25,10 +25,12 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from pdpp_store._core.identity import FieldWindowRef, RecordRef, parse_record_ref
 from pdpp_store._core.values import json_type
+
+T = TypeVar("T")
 
 __all__ = [
     "METADATA_ONLY_NOTE",
@@ -41,6 +43,7 @@ __all__ = [
     "blob_text",
     "compact",
     "error_text",
+    "kept_by_names",
     "page_record",
     "record_argument",
     "record_page_continuation",
@@ -68,13 +71,26 @@ def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def kept_by_names(make: Callable[[str, str, str], T]) -> Callable[[str, str, str], T]:
+    """`make(connection_id, stream, record_id)`, kept for the last 4,096 records by their three
+    names when they are strings (the library's always are): a card names its record several
+    times. Errors are never kept, and names that are not strings are made (or refused, as
+    `make` refuses them) afresh each time, never a `TypeError` from the keeping."""
+    kept = lru_cache(maxsize=4096)(make)
+
+    def made(connection_id: str, stream: str, record_id: str) -> T:
+        if type(connection_id) is str and type(stream) is str and type(record_id) is str:
+            return kept(connection_id, stream, record_id)
+        return make(connection_id, stream, record_id)
+
+    return made
+
+
 def record_argument(connection_id: str, stream: str, record_id: str) -> str:
     """How a continuation names a record: its self-contained id, or its `pdpp://record/` URI when
-    the id would not parse back to the same record (a stream holding ':'). Once per record (a
-    card names its record several times): kept by the three names themselves, errors never."""
-    if type(connection_id) is str and type(stream) is str and type(record_id) is str:
-        return _kept_argument(connection_id, stream, record_id)
-    return _argument(connection_id, stream, record_id)
+    the id would not parse back to the same record (a stream holding ':'); once per record
+    (`kept_by_names`)."""
+    return _kept_argument(connection_id, stream, record_id)
 
 
 def _argument(connection_id: str, stream: str, record_id: str) -> str:
@@ -82,7 +98,7 @@ def _argument(connection_id: str, stream: str, record_id: str) -> str:
     return ref.id if parse_record_ref(ref.id) == ref else ref.uri
 
 
-_kept_argument = lru_cache(maxsize=4096)(_argument)
+_kept_argument = kept_by_names(_argument)
 
 
 # ---------------------------------------------------------------- windows

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -89,16 +88,8 @@ def _window_uri(window: FieldWindow, **selector: Any) -> str:
     return FieldWindowRef(ref, window.field.path, **selector).uri
 
 
-def _window_record(connection_id: str, stream: str, record_id: str) -> RecordRef:
-    """A window's record, checked once per record: a window's answer names it three times.
-    Kept by the three names themselves when they are strings (the library's always are),
-    errors never; anything else is refused by `RecordRef` as it would be uncached."""
-    if type(connection_id) is str and type(stream) is str and type(record_id) is str:
-        return _kept_record(connection_id, stream, record_id)
-    return RecordRef(connection_id, stream, record_id)
-
-
-_kept_record = lru_cache(maxsize=4096)(RecordRef)
+_window_record = evidence_text.kept_by_names(RecordRef)
+"""A window's record, checked once per record: a window's answer names it three times."""
 
 
 def _neighbour_uri(window: FieldWindow, cursor: str | None) -> str | None:
